@@ -1,0 +1,46 @@
+# aiayn: `make demo` runs the main job, `make test` the tests. Both install what they need.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+DEB_PACKAGES := sword-text-sparv sword-text-kjv sword-text-web \
+                libreoffice-help-en-us libreoffice-help-de dataset-fashion-mnist \
+                chromium chromium-driver
+PIP_FLAGS := -q -c constraints.txt
+
+.PHONY: demo test bench lint deb venv clean
+
+demo: venv
+	$(VENV)/bin/aiayn quickstart
+
+test: venv
+	$(PY) -m pytest
+
+bench: venv
+	$(PIP) install $(PIP_FLAGS) -e '.[bench]'
+	$(PY) benchmarks/run_all.py
+
+lint: venv
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+# Debian packages: the built-in corpora, Fashion-MNIST and Chromium for the browser test.
+# Skipped when every package is already installed.
+deb:
+	@if ! dpkg -s $(DEB_PACKAGES) >/dev/null 2>&1; then \
+	  echo "installing Debian packages: $(DEB_PACKAGES)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES) >/dev/null; \
+	fi
+
+# The virtual environment: torch 2.13.0 first, then the package (editable) with its test extras,
+# every install held to torch 2.13.0 by constraints.txt. Re-done only when pyproject.toml changes.
+venv: deb $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install $(PIP_FLAGS) torch==2.13.0
+	$(PIP) install $(PIP_FLAGS) -e '.[test]'
+	touch $@
+
+clean:
+	rm -rf $(VENV)

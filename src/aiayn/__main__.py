@@ -1,0 +1,7 @@
+"""`python -m aiayn` (and `torchrun -m aiayn train ...`) runs the command line."""
+
+import sys
+
+from aiayn.cli import main
+
+sys.exit(main())

@@ -1,0 +1,281 @@
+"""Typed configuration: the model (section 3), training (section 5) and decoding (section 6.1).
+
+`ModelConfig.preset("base", vocab_size=37000)` gives the paper's base model; `TrainConfig` holds
+the recipe of section 5; `DecodeConfig` the beam search of section 6.1. All three read and write
+plain dicts and YAML, and take `key=value` overrides by their plain field names, which are unique
+across the three (`apply_overrides`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aiayn.errors import AiaynError
+
+FORMAT_VERSION = 1
+
+# Special token ids shared by the tokenizer (SentencePiece is trained with these) and the model.
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # for CPU work (and the quickstart)
+    "tiny": dict(n_layers=3, d_model=256, d_ff=1024, n_heads=4, dropout=0.1),
+    # Table 3, "base"
+    "base": dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, dropout=0.1),
+    # Table 3, "big"
+    "big": dict(n_layers=6, d_model=1024, d_ff=4096, n_heads=16, dropout=0.3),
+}
+
+
+class ConfigError(AiaynError, ValueError):
+    """A configuration value is invalid; the message says which and why."""
+
+
+def _check_choice(name: str, value: Any, choices: tuple) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}")
+
+
+class _Serializable:
+    """to/from dict and YAML for the config dataclasses, with type-checked `key=value` overrides."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ConfigError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}")
+        return cls(**data)
+
+    def to_yaml(self, path: str | Path) -> None:
+        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+
+    @classmethod
+    def from_yaml(cls, path: str | Path):
+        return cls.from_dict(yaml.safe_load(Path(path).read_text()) or {})
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass
+class ModelConfig(_Serializable):
+    """The Transformer of section 3. Defaults are the paper's base model (Table 3)."""
+
+    vocab_size: int = 8000
+    src_vocab_size: int | None = None  # None: one vocabulary shared by source and target
+    d_model: int = 512
+    d_ff: int = 2048
+    n_heads: int = 8
+    n_layers: int = 6
+    n_decoder_layers: int | None = None  # None: as many as n_layers
+    dropout: float = 0.1  # P_drop (5.4): embeddings + positions and every sublayer output
+    attention_dropout: float = 0.0  # on the attention weights (not in the paper)
+    activation_dropout: float = 0.0  # inside the FFN (not in the paper)
+    activation: str = "relu"  # Eq. 2 uses ReLU; gelu and swish are options
+    norm_first: bool = False  # the paper is post-norm: LayerNorm(x + Sublayer(x))
+    final_norm: bool | None = None  # None: on exactly when norm_first
+    layer_norm_eps: float = 1e-5
+    positions: str = "sinusoidal"  # 3.5; "learned" is Table 3 row (E)
+    sinusoid_layout: str = "interleaved"  # 3.5: sin on even, cos on odd dims; "concat": [sin | cos]
+    max_positions: int = 1024  # only for learned positions
+    scale_embedding: bool = True  # 3.4: embeddings multiplied by sqrt(d_model)
+    tie_embeddings: str = "all"  # 3.4: "all" (src, tgt, output), "decoder" (tgt, output), "none"
+    final_logits_bias: bool = False  # a bias on the output projection (Marian has one)
+    pad_id: int = PAD_ID
+    unk_id: int = UNK_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+    decoder_start_id: int | None = None  # None: bos_id (Marian starts from pad)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> ModelConfig:
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+    # -- derived values -------------------------------------------------------------------------
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def shared_vocab(self) -> bool:
+        return self.src_vocab_size is None
+
+    @property
+    def source_vocab_size(self) -> int:
+        return self.vocab_size if self.src_vocab_size is None else self.src_vocab_size
+
+    @property
+    def decoder_layers(self) -> int:
+        return self.n_layers if self.n_decoder_layers is None else self.n_decoder_layers
+
+    @property
+    def use_final_norm(self) -> bool:
+        return self.norm_first if self.final_norm is None else self.final_norm
+
+    @property
+    def start_id(self) -> int:
+        return self.bos_id if self.decoder_start_id is None else self.decoder_start_id
+
+    def validate(self) -> None:
+        for name in ("vocab_size", "d_model", "d_ff", "n_heads", "n_layers", "max_positions"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.d_model % self.n_heads:
+            raise ConfigError(
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads} (d_k = d_model / n_heads)"
+            )
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        _check_choice("activation", self.activation, ("relu", "gelu", "swish"))
+        _check_choice("positions", self.positions, ("sinusoidal", "learned"))
+        _check_choice("sinusoid_layout", self.sinusoid_layout, ("interleaved", "concat"))
+        _check_choice("tie_embeddings", self.tie_embeddings, ("all", "decoder", "none"))
+        if self.tie_embeddings == "all" and not self.shared_vocab and self.src_vocab_size != self.vocab_size:
+            raise ConfigError(
+                "tie_embeddings='all' needs one shared vocabulary; set tie_embeddings='decoder' "
+                "or 'none' for separate source/target vocabularies"
+            )
+        if self.positions == "sinusoidal" and self.d_model % 2:
+            raise ConfigError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+        for name in ("pad_id", "unk_id", "bos_id", "eos_id"):
+            if not 0 <= getattr(self, name) < min(self.vocab_size, self.source_vocab_size):
+                raise ConfigError(f"{name}={getattr(self, name)} is outside the vocabulary")
+
+
+@dataclass
+class TrainConfig(_Serializable):
+    """The training recipe of section 5. Defaults are the paper's where it gives one."""
+
+    max_tokens: int = 4096  # tokens per batch per device, padding included (5.1)
+    update_tokens: int = 25000  # target tokens per update, reached by accumulation x ranks (5.1)
+    accumulation: int | None = None  # None: derived from update_tokens
+    lr_scale: float = 1.0  # multiplies Eq. 3
+    lr_peak: float | None = None  # if set, Eq. 3 is rescaled so its peak (at warm-up end) is this
+    warmup_steps: int = 4000  # Eq. 3
+    adam_beta1: float = 0.9  # 5.3
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1  # 5.4
+    clip_norm: float | None = None
+    max_steps: int | None = 100000  # base model: 100k steps (5.2)
+    max_epochs: int | None = None
+    minutes: float | None = None  # wall-clock budget
+    patience: int | None = None  # early stopping: dev evaluations without improvement
+    eval_every: int = 1000  # steps between dev evaluations
+    eval_bleu: bool = False  # dev BLEU (beam search) at each evaluation
+    save_every: int | None = None  # steps between checkpoints
+    save_minutes: float | None = 10.0  # 5.2: checkpoints written at 10-minute intervals
+    keep_last: int = 5
+    average_last: int = 5  # 6.1: the base models average the last 5 checkpoints
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16
+    compile: bool = False
+    seed: int = 1
+    log_every: int = 50
+    max_nonfinite: int = 5  # consecutive non-finite losses before training stops
+
+    def __post_init__(self) -> None:
+        _check_choice("precision", self.precision, ("auto", "fp32", "bf16", "fp16"))
+        if self.warmup_steps <= 0:
+            raise ConfigError(f"warmup_steps must be positive, got {self.warmup_steps}")
+        if self.max_tokens <= 0:
+            raise ConfigError(f"max_tokens must be positive, got {self.max_tokens}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+
+
+@dataclass
+class DecodeConfig(_Serializable):
+    """Beam search of section 6.1: beam 4, length penalty alpha 0.6, max length |src| + 50."""
+
+    beam_size: int = 4
+    alpha: float = 0.6
+    length_penalty_style: str = "gnmt"  # gnmt: ((5+|Y|)/6)^alpha; len: |Y|^alpha (fairseq/HF)
+    max_len_a: float = 1.0
+    max_len_b: int = 50
+    n_best: int = 1
+    batch_tokens: int = 4096  # source tokens per decoding batch
+
+    def __post_init__(self) -> None:
+        _check_choice("length_penalty_style", self.length_penalty_style, ("gnmt", "len"))
+        if self.beam_size < 1:
+            raise ConfigError(f"beam_size must be at least 1, got {self.beam_size}")
+        if not 1 <= self.n_best <= self.beam_size:
+            raise ConfigError(f"n_best={self.n_best} must be between 1 and beam_size={self.beam_size}")
+
+
+def _parse_value(raw: str, annotation: Any) -> Any:
+    """Parse a command-line string into the type a dataclass field is annotated with."""
+    if raw.lower() in ("none", "null"):
+        return None
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    base = args[0] if args else annotation
+    if base is bool:
+        if raw.lower() in ("true", "1", "yes", "on"):
+            return True
+        if raw.lower() in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(f"expected true/false, got {raw!r}")
+    try:
+        return base(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"expected {base.__name__}, got {raw!r}") from None
+
+
+def apply_overrides(configs: list[Any], overrides: list[str]) -> list[Any]:
+    """Apply `key=value` strings to whichever config owns `key` (names are unique across configs)."""
+    configs = list(configs)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is not of the form key=value")
+        for i, cfg in enumerate(configs):
+            hints = typing.get_type_hints(type(cfg))
+            if key in hints:
+                try:
+                    value = _parse_value(raw.strip(), hints[key])
+                except ConfigError as err:
+                    raise ConfigError(f"--set {key}: {err}") from None
+                configs[i] = cfg.replace(**{key: value})
+                break
+        else:
+            known = sorted(n for cfg in configs for n in typing.get_type_hints(type(cfg)))
+            raise ConfigError(f"--set {key}: no such setting; known: {', '.join(known)}")
+    return configs
+
+
+@dataclass
+class RunConfig(_Serializable):
+    """What a run directory's config.yaml holds: the model, training and decoding configs."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        unknown = sorted(set(data) - {"model", "train", "decode"})
+        if unknown:
+            raise ConfigError(f"unknown config section(s): {', '.join(unknown)}")
+        return cls(
+            model=ModelConfig.from_dict(data.get("model") or {}),
+            train=TrainConfig.from_dict(data.get("train") or {}),
+            decode=DecodeConfig.from_dict(data.get("decode") or {}),
+        )

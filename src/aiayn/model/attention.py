@@ -1,0 +1,145 @@
+"""Attention (section 3.2): scaled dot-product attention (Eq. 1), multi-head attention (3.2.2) and
+the key/value caches that make incremental decoding cost one position per step.
+
+Masks follow PyTorch's convention: a boolean tensor broadcastable to (batch, heads, q_len, k_len)
+where True means "may attend".
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def causal_mask(q_len: int, k_len: int, device: torch.device | None = None) -> Tensor:
+    """(q_len, k_len) bool, True where query i may see key j: j <= i + (k_len - q_len)."""
+    return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=k_len - q_len)
+
+
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Eq. 1: softmax(Q K^T / sqrt(d_k)) V.
+
+    q: (batch, heads, q_len, d_k); k, v: (batch, heads, k_len, d_k); mask: bool, broadcastable to
+    (batch, heads, q_len, k_len). Without `need_weights` this is PyTorch's fused kernel (flash or
+    memory-efficient attention where the device has it); with it, the explicit computation, which
+    also returns the weights (batch, heads, q_len, k_len).
+    """
+    if not need_weights:
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
+        )
+        return out, None
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (batch, heads, q_len, k_len)
+    if is_causal:
+        causal = causal_mask(q.size(-2), k.size(-2), q.device)
+        mask = causal if mask is None else mask & causal
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    out = F.dropout(weights, dropout_p) @ v if dropout_p > 0 else weights @ v  # (batch, heads, q_len, d_k)
+    return out, weights
+
+
+class KVCache(nn.Module):
+    """Keys and values of decoder self-attention for positions decoded so far (preallocated).
+
+    Buffers are (batch, heads, max_len, d_k); `append` writes the new step in place and returns
+    views of everything up to it, so a decoding step never copies the whole prefix.
+    """
+
+    def __init__(self, batch: int, heads: int, max_len: int, d_k: int, dtype: torch.dtype, device):
+        super().__init__()
+        self.k = torch.empty(batch, heads, max_len, d_k, dtype=dtype, device=device)
+        self.v = torch.empty_like(self.k)
+        self.length = 0
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """k, v: (batch, heads, new, d_k) -> all cached keys and values (batch, heads, length, d_k)."""
+        end = self.length + k.size(2)
+        if end > self.k.size(2):
+            raise RuntimeError(f"KV cache holds {self.k.size(2)} positions; step {end} does not fit")
+        self.k[:, :, self.length : end] = k
+        self.v[:, :, self.length : end] = v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+    def reorder(self, index: Tensor) -> None:
+        """Rows follow `index` (batch',): beam search keeps the prefixes it selected.
+
+        When batch' is smaller than the buffer (finished sentences dropped) the buffers shrink.
+        """
+        if index.numel() == self.k.size(0):
+            self.k[:, :, : self.length] = self.k[index, :, : self.length]
+            self.v[:, :, : self.length] = self.v[index, :, : self.length]
+        else:
+            self.k = self.k[index]
+            self.v = self.v[index]
+
+
+class MultiHeadAttention(nn.Module):
+    """3.2.2: h heads of Eq. 1 on learned projections, concatenated and projected.
+
+    Self-attention projects Q, K and V with one fused matmul; encoder-decoder attention projects Q
+    from the decoder and K, V (fused) from the encoder output, once per sentence when decoding.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, cross: bool = False):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.n_heads, self.d_k, self.cross, self.dropout = n_heads, d_model // n_heads, cross, dropout
+        if cross:
+            self.q_proj = nn.Linear(d_model, d_model)
+            self.kv_proj = nn.Linear(d_model, 2 * d_model)
+        else:
+            self.qkv_proj = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def _split(self, x: Tensor, parts: int) -> Tensor:
+        """(batch, len, parts * d_model) -> (parts, batch, heads, len, d_k)."""
+        b, t, _ = x.shape
+        return x.view(b, t, parts, self.n_heads, self.d_k).permute(2, 0, 3, 1, 4)
+
+    def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Encoder output (batch, src_len, d_model) -> K, V, each (batch, heads, src_len, d_k)."""
+        k, v = self._split(self.kv_proj(memory), 2)
+        return k, v
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None = None,
+        mask: Tensor | None = None,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
+        memory_kv: tuple[Tensor, Tensor] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """x: (batch, q_len, d_model) -> (batch, q_len, d_model), and the weights if asked.
+
+        Self-attention: `cache` (decoding) appends this step's K, V and attends to all of them.
+        Cross-attention: K, V come from `memory_kv` (precomputed) or are projected from `memory`.
+        """
+        if self.cross:
+            q = self._split(self.q_proj(x), 1)[0]  # (batch, heads, q_len, d_k)
+            k, v = memory_kv if memory_kv is not None else self.project_kv(memory)
+        else:
+            q, k, v = self._split(self.qkv_proj(x), 3)
+            if cache is not None:
+                k, v = cache.append(k, v)
+        dropout = self.dropout if self.training else 0.0
+        out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal, dropout, need_weights)
+        b, _, t, _ = out.shape
+        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_k)  # (batch, q_len, d_model)
+        return self.out_proj(out), weights

@@ -1,0 +1,222 @@
+"""The Transformer (section 3, Figure 1): encoder and decoder stacks, embeddings, output softmax.
+
+`Transformer.forward(src, tgt_in)` is the training pass; `encode`, `start_decoding` and
+`decode_step` are what a search calls to decode one position at a time with cached keys and
+values. The model knows nothing of search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from aiayn.config import ModelConfig
+from aiayn.model.attention import KVCache
+from aiayn.model.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding
+from aiayn.model.layers import DecoderLayer, EncoderLayer
+
+
+class Encoder(nn.Module):
+    """3.1: a stack of N identical layers over embedded inputs (batch, len, d_model).
+
+    It takes vectors, not token ids, so any embedding (words, image patches) can feed it.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.use_final_norm else None
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, weights: list[Tensor] | None = None) -> Tensor:
+        """x (batch, len, d_model); mask (batch, 1, 1, len) True at real tokens, or None.
+
+        If `weights` is a list, each layer's attention weights (batch, heads, len, len) are appended.
+        """
+        for layer in self.layers:
+            x, w = layer(x, mask, need_weights=weights is not None)
+            if weights is not None:
+                weights.append(w)
+        return self.norm(x) if self.norm is not None else x
+
+
+class Decoder(nn.Module):
+    """3.1: a stack of N decoder layers; self-attention is masked so position i sees only < i+1."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.decoder_layers))
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.use_final_norm else None
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None,
+        memory_mask: Tensor | None,
+        state: DecoderState | None = None,
+        weights: dict[str, list[Tensor]] | None = None,
+    ) -> Tensor:
+        """x (batch, tgt_len, d_model) -> (batch, tgt_len, d_model)."""
+        for i, layer in enumerate(self.layers):
+            cache = state.self_kv[i] if state is not None else None
+            memory_kv = state.cross_kv[i] if state is not None else None
+            x, w = layer(x, memory, memory_mask, cache, memory_kv, need_weights=weights is not None)
+            if weights is not None:
+                weights["decoder"].append(w[0])
+                weights["cross"].append(w[1])
+        return self.norm(x) if self.norm is not None else x
+
+
+@dataclass
+class DecoderState:
+    """What incremental decoding carries between steps, for a batch of (sentence x beam) rows.
+
+    self_kv: one KVCache per layer; cross_kv: per layer the encoder's keys and values
+    (batch, heads, src_len, d_k), computed once; memory_mask (batch, 1, 1, src_len) or None.
+    """
+
+    self_kv: list[KVCache]
+    cross_kv: list[tuple[Tensor, Tensor]]
+    memory_mask: Tensor | None
+    step: int = 0
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep the self-attention prefixes of rows `index` (batch,) (beam search's survivors).
+
+        Rows must stay within their sentence: the encoder's keys and values are not moved.
+        """
+        for cache in self.self_kv:
+            cache.reorder(index)
+
+    def select(self, index: Tensor) -> None:
+        """Keep only rows `index` (batch',) everywhere: drops finished sentences from the batch."""
+        for cache in self.self_kv:
+            cache.reorder(index)
+        self.cross_kv = [(k[index], v[index]) for k, v in self.cross_kv]
+        if self.memory_mask is not None:
+            self.memory_mask = self.memory_mask[index]
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer with the paper's shared embeddings (3.4) and defaults (Table 3)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        d = config.d_model
+        self.tgt_embed = TokenEmbedding(config.vocab_size, d, config.scale_embedding)
+        if config.tie_embeddings == "all":
+            self.src_embed = self.tgt_embed  # one Parameter for source, target and output (3.4)
+        else:
+            self.src_embed = TokenEmbedding(config.source_vocab_size, d, config.scale_embedding)
+        self.src_pos, self.tgt_pos = self._positions(config), self._positions(config)
+        self.encoder, self.decoder = Encoder(config), Decoder(config)
+        if config.tie_embeddings == "none":
+            self.output_weight = nn.Parameter(torch.empty(config.vocab_size, d))
+            nn.init.xavier_uniform_(self.output_weight)
+        else:
+            self.output_weight = self.tgt_embed.weight
+        self.output_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.final_logits_bias else None
+        self._init_projections()
+
+    @staticmethod
+    def _positions(config: ModelConfig) -> nn.Module:
+        if config.positions == "learned":
+            return LearnedPositions(config.max_positions, config.d_model)
+        return SinusoidalPositions(config.d_model, config.sinusoid_layout)
+
+    def _init_projections(self) -> None:
+        """Xavier-uniform for every projection, each of Q, K, V on its own; zero biases."""
+        for name, module in self.named_modules():
+            if isinstance(module, nn.Linear):
+                parts = 3 if name.endswith("qkv_proj") else 2 if name.endswith("kv_proj") else 1
+                for chunk in module.weight.data.chunk(parts, dim=0):
+                    nn.init.xavier_uniform_(chunk)
+                nn.init.zeros_(module.bias)
+
+    # -- pieces ---------------------------------------------------------------------------------
+    def num_parameters(self) -> int:
+        """Trainable parameters, each shared tensor counted once."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    def _embed(self, tokens: Tensor, embed: TokenEmbedding, pos: nn.Module, offset: int = 0) -> Tensor:
+        """3.4 + 3.5: scaled embedding plus positions, then dropout (5.4). -> (batch, len, d_model)"""
+        x = embed(tokens) + pos(tokens.size(1), offset).to(embed.weight.dtype)
+        return F.dropout(x, self.config.dropout, self.training)
+
+    def source_mask(self, src: Tensor) -> Tensor | None:
+        """(batch, 1, 1, src_len) True at real tokens; None when nothing is padded.
+
+        A row that is all padding keeps its first position visible, so attention never divides
+        by zero (its outputs are meaningless but finite).
+        """
+        real = src.ne(self.config.pad_id)  # (batch, src_len)
+        if bool(real.all()):
+            return None
+        real[:, 0] |= ~real.any(dim=1)
+        return real[:, None, None, :]
+
+    def logits(self, h: Tensor) -> Tensor:
+        """Pre-softmax linear transformation (3.4): (..., d_model) -> (..., vocab)."""
+        return F.linear(h, self.output_weight, self.output_bias)
+
+    # -- the passes -----------------------------------------------------------------------------
+    def encode(self, src: Tensor, weights: list[Tensor] | None = None) -> tuple[Tensor, Tensor | None]:
+        """src (batch, src_len) -> memory (batch, src_len, d_model), mask (batch, 1, 1, src_len) | None."""
+        mask = self.source_mask(src)
+        memory = self.encoder(self._embed(src, self.src_embed, self.src_pos), mask, weights)
+        return memory, mask
+
+    def decode(
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        memory_mask: Tensor | None,
+        weights: dict[str, list[Tensor]] | None = None,
+    ) -> Tensor:
+        """Teacher-forced decoder: tgt_in (batch, tgt_len) -> hidden states (batch, tgt_len, d_model).
+
+        Target padding must be on the right: the causal mask then hides it from every real position.
+        """
+        x = self._embed(tgt_in, self.tgt_embed, self.tgt_pos)
+        return self.decoder(x, memory, memory_mask, weights=weights)
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """src (batch, src_len), tgt_in (batch, tgt_len) = bos + target[:-1] -> (batch, tgt_len, vocab)."""
+        memory, mask = self.encode(src)
+        return self.logits(self.decode(tgt_in, memory, mask))
+
+    def attention_maps(self, src: Tensor, tgt_in: Tensor) -> dict[str, list[Tensor]]:
+        """Attention weights of every layer for visualisation (the paper's section 7 figures).
+
+        Returns {"encoder": [(batch, heads, src, src)], "decoder": [(batch, heads, tgt, tgt)],
+        "cross": [(batch, heads, tgt, src)]}, one tensor per layer.
+        """
+        maps: dict[str, list[Tensor]] = {"encoder": [], "decoder": [], "cross": []}
+        memory, mask = self.encode(src, maps["encoder"])
+        self.decode(tgt_in, memory, mask, weights=maps)
+        return maps
+
+    # -- incremental decoding -------------------------------------------------------------------
+    def start_decoding(self, memory: Tensor, memory_mask: Tensor | None, max_len: int) -> DecoderState:
+        """Cache the encoder's keys/values for every decoder layer and allocate self-attention caches.
+
+        memory (batch, src_len, d_model), already expanded to one row per hypothesis.
+        """
+        c = self.config
+        batch = memory.size(0)
+        caches = [
+            KVCache(batch, c.n_heads, max_len, c.d_k, memory.dtype, memory.device)
+            for _ in self.decoder.layers
+        ]
+        cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder.layers]
+        return DecoderState(caches, cross, memory_mask)
+
+    def decode_step(self, tokens: Tensor, state: DecoderState) -> Tensor:
+        """tokens (batch,) at position state.step -> logits (batch, vocab); advances the state."""
+        x = self._embed(tokens[:, None], self.tgt_embed, self.tgt_pos, offset=state.step)
+        h = self.decoder(x, None, state.memory_mask, state=state)  # (batch, 1, d_model)
+        state.step += 1
+        return self.logits(h[:, 0])

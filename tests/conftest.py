@@ -1,0 +1,11 @@
+"""Shared test settings: deterministic, two threads (the CI machine has two cores)."""
+
+import pytest
+import torch
+
+torch.set_num_threads(2)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)

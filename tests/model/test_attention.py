@@ -1,0 +1,82 @@
+"""Eq. 1 and multi-head attention against independent float64 computations."""
+
+import math
+
+import pytest
+import torch
+
+from aiayn.model.attention import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
+
+
+def eq1_float64(q, k, v, mask=None):
+    """softmax(Q K^T / sqrt(d_k)) V in float64, written out from the paper."""
+    q, k, v = q.double(), k.double(), v.double()
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = torch.where(mask, scores, torch.tensor(-math.inf, dtype=torch.float64))
+    weights = torch.exp(scores - scores.amax(-1, keepdim=True))
+    weights = weights / weights.sum(-1, keepdim=True)
+    return torch.einsum("bhqk,bhkd->bhqd", weights, v), weights
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_attention_equals_float64_eq1(need_weights, masked):
+    q, k, v = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 8)
+    mask = None
+    if masked:
+        mask = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+        mask[0, ..., 4:] = False
+    out, weights = scaled_dot_product_attention(q, k, v, mask, need_weights=need_weights)
+    ref, ref_w = eq1_float64(q, k, v, mask)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-6, atol=1e-6)
+    if need_weights:
+        torch.testing.assert_close(weights.double(), ref_w.expand_as(weights), rtol=1e-6, atol=1e-7)
+        if masked:
+            assert weights[0, ..., 4:].abs().max() == 0
+
+
+def test_fused_and_explicit_paths_agree_with_causal_and_padding_masks():
+    q, k, v = (torch.randn(2, 4, 6, 16) for _ in range(3))
+    mask = torch.ones(2, 1, 1, 6, dtype=torch.bool)
+    mask[1, ..., 3:] = False
+    for kwargs in ({"mask": mask}, {"is_causal": True}):
+        fused, _ = scaled_dot_product_attention(q, k, v, **kwargs)
+        explicit, w = scaled_dot_product_attention(q, k, v, need_weights=True, **kwargs)
+        torch.testing.assert_close(fused, explicit, rtol=1e-6, atol=1e-6)
+    assert torch.equal(w[0, 0] > 0, causal_mask(6, 6))
+
+
+def test_multi_head_equals_per_head_float64_computation():
+    d_model, heads = 16, 4
+    mha = MultiHeadAttention(d_model, heads).double()
+    x = torch.randn(2, 5, d_model, dtype=torch.float64)
+    out, _ = mha(x)
+    w_q, w_k, w_v = mha.qkv_proj.weight.chunk(3)
+    b_q, b_k, b_v = mha.qkv_proj.bias.chunk(3)
+    d_k = d_model // heads
+    heads_out = []
+    for h in range(heads):  # 3.2.2: head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+        rows = slice(h * d_k, (h + 1) * d_k)
+        qh = x @ w_q[rows].T + b_q[rows]
+        kh = x @ w_k[rows].T + b_k[rows]
+        vh = x @ w_v[rows].T + b_v[rows]
+        heads_out.append(torch.softmax(qh @ kh.transpose(1, 2) / math.sqrt(d_k), -1) @ vh)
+    ref = mha.out_proj(torch.cat(heads_out, -1))  # Concat(head_1..h) W^O
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_kv_cache_appends_and_reorders():
+    cache = KVCache(3, 2, 10, 4, torch.float32, "cpu")
+    k1, v1 = torch.randn(3, 2, 2, 4), torch.randn(3, 2, 2, 4)
+    k2, v2 = torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)
+    cache.append(k1, v1)
+    k, v = cache.append(k2, v2)
+    assert torch.equal(k, torch.cat([k1, k2], 2)) and torch.equal(v, torch.cat([v1, v2], 2))
+    index = torch.tensor([2, 2, 0])
+    cache.reorder(index)
+    assert torch.equal(cache.k[:, :, :3], torch.cat([k1, k2], 2)[index])
+    cache.reorder(torch.tensor([1]))  # shrink to one row: row 1 now holds the old row 2
+    assert cache.k.shape[0] == 1 and torch.equal(cache.v[0, :, :3], torch.cat([v1, v2], 2)[2])
+    with pytest.raises(RuntimeError, match="does not fit"):
+        cache.append(torch.randn(1, 2, 8, 4), torch.randn(1, 2, 8, 4))

@@ -1,0 +1,54 @@
+"""ModelConfig presets, validation, serialisation and key=value overrides."""
+
+import pytest
+
+from aiayn.config import ConfigError, DecodeConfig, ModelConfig, RunConfig, TrainConfig, apply_overrides
+
+
+def test_presets_are_the_papers():
+    base = ModelConfig.preset("base", vocab_size=37000)
+    assert (base.n_layers, base.d_model, base.d_ff, base.n_heads, base.dropout) == (6, 512, 2048, 8, 0.1)
+    big = ModelConfig.preset("big")
+    assert (big.d_model, big.d_ff, big.n_heads, big.dropout, big.d_k) == (1024, 4096, 16, 0.3, 64)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"d_model": 100, "n_heads": 8}, "not divisible by n_heads"),
+        ({"activation": "tanh"}, "activation='tanh'"),
+        ({"dropout": 1.5}, "dropout must be in"),
+        ({"src_vocab_size": 500}, "one shared vocabulary"),
+        ({"pad_id": 9000}, "pad_id=9000 is outside"),
+        ({"positions": "rotary"}, "positions='rotary'"),
+    ],
+)
+def test_invalid_configs_say_what_is_wrong(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        ModelConfig(**kwargs)
+    with pytest.raises(ConfigError, match="unknown preset"):
+        ModelConfig.preset("huge")
+
+
+def test_dict_and_yaml_round_trip(tmp_path):
+    run = RunConfig(model=ModelConfig.preset("tiny", norm_first=True), train=TrainConfig(warmup_steps=300))
+    path = tmp_path / "config.yaml"
+    run.to_yaml(path)
+    assert RunConfig.from_yaml(path) == run
+    with pytest.raises(ConfigError, match="unknown ModelConfig field"):
+        ModelConfig.from_dict({"d_modle": 4})
+
+
+def test_overrides_find_their_config_and_parse_types():
+    model, train, decode = apply_overrides(
+        [ModelConfig(), TrainConfig(), DecodeConfig()],
+        ["d_model=64", "n_heads=4", "warmup_steps=300", "norm_first=true", "clip_norm=none", "alpha=1.0"],
+    )
+    got = (model.d_model, model.norm_first, train.warmup_steps, train.clip_norm, decode.alpha)
+    assert got == (64, True, 300, None, 1.0)
+    with pytest.raises(ConfigError, match="no such setting"):
+        apply_overrides([ModelConfig()], ["dmodel=3"])
+    with pytest.raises(ConfigError, match="expected int"):
+        apply_overrides([ModelConfig()], ["d_model=big"])
+    with pytest.raises(ConfigError, match="not divisible"):
+        apply_overrides([ModelConfig()], ["n_heads=7"])
