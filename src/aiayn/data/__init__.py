@@ -1,0 +1,7 @@
+"""The data pipeline of section 5.1: corpora in, a prepared data directory out, batches for training.
+
+Modules (imported by their full names, so that `aiayn prepare` does not load torch):
+`corpus` (reading and validating parallel text), `builtin` (corpora from Debian packages),
+`tokenizer` (joint SentencePiece BPE), `dataset` (memory-mapped token shards), `batching`
+(token-bucketed, seeded, rank-sharded batches) and `prepare` (the `aiayn prepare` command).
+"""

@@ -1,0 +1,171 @@
+"""Token-bucketed batches (section 5.1): "sentence pairs were batched together by approximate sequence
+length. Each training batch contained a set of sentence pairs containing approximately 25000 source
+tokens and 25000 target tokens."
+
+`TokenBatchSampler` packs sentences into batches of at most `max_tokens` tokens *counting padding*:
+a batch's cost is n_sentences * max(longest source, longest target), with lengths that include the
+EOS, i.e. the width of `src` and of `tgt_in` / `tgt_out` in the collated `Batch`.
+
+Each epoch, a seeded permutation is cut into windows of `window` sentences; each window is sorted by
+width (then by source length, which keeps the narrower side's padding low too) and packed greedily;
+the batches of all windows are shuffled together. A pair wider than `max_tokens` on its own is
+dropped (counted in `n_oversized`), so no batch ever exceeds `max_tokens`. With several ranks the
+shuffled list is dealt out round-robin and the last `len % world_size` batches sit out that epoch
+(a different few each epoch): every rank runs the same number of steps, and the ranks' batches are
+disjoint. Everything is a function of (seed, epoch), so a position (epoch, index) resumes exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from aiayn.config import BOS_ID, PAD_ID
+
+DEFAULT_WINDOW = 1 << 17  # sentences sorted together: the whole corpus below ~131k pairs
+
+
+class TokenBatchSampler:
+    """The batches (lists of sentence indices) of one rank, for any epoch."""
+
+    def __init__(
+        self,
+        src_lengths: np.ndarray,
+        tgt_lengths: np.ndarray,
+        max_tokens: int,
+        seed: int = 1,
+        rank: int = 0,
+        world_size: int = 1,
+        window: int = DEFAULT_WINDOW,
+    ) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in [0, world_size={world_size})")
+        if max_tokens <= 0 or window <= 0:
+            raise ValueError("max_tokens and window must be positive")
+        self.src_lengths = np.asarray(src_lengths, dtype=np.int64)  # (n,)
+        self.widths = np.maximum(self.src_lengths, np.asarray(tgt_lengths, dtype=np.int64))  # (n,)
+        self.max_tokens, self.seed, self.rank, self.world_size, self.window = (
+            max_tokens,
+            seed,
+            rank,
+            world_size,
+            window,
+        )
+        self.n_oversized = int((self.widths > max_tokens).sum())
+        self._cache: tuple[int, list[list[int]]] | None = None
+
+    def global_batches(self, epoch: int) -> list[list[int]]:
+        """All ranks' batches of an epoch, in their shuffled order (before dealing out to ranks)."""
+        if self._cache is not None and self._cache[0] == epoch:
+            return self._cache[1]
+        rng = np.random.default_rng([self.seed, epoch])
+        order = rng.permutation(len(self.widths))  # (n,) random tie-breaking inside each window
+        order = order[self.widths[order] <= self.max_tokens]
+        batches: list[list[int]] = []
+        for start in range(0, len(order), self.window):
+            chunk = order[start : start + self.window]
+            chunk = chunk[np.lexsort((self.src_lengths[chunk], self.widths[chunk]))]  # by width, then source
+            batches.extend(self._pack(chunk))
+        shuffled = [batches[i] for i in rng.permutation(len(batches))]
+        self._cache = (epoch, shuffled)
+        return shuffled
+
+    def _pack(self, indices: np.ndarray) -> list[list[int]]:
+        """Greedy packing of length-sorted indices: a batch ends where one more sentence would not fit."""
+        batches, current, width = [], [], 0
+        for index, w in zip(indices.tolist(), self.widths[indices].tolist(), strict=True):
+            if current and (len(current) + 1) * max(width, w) > self.max_tokens:
+                batches.append(current)
+                current, width = [], 0
+            current.append(index)
+            width = max(width, w)
+        if current:
+            batches.append(current)
+        return batches
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        """This rank's batches for `epoch`: the same count on every rank, disjoint across ranks."""
+        everything = self.global_batches(epoch)
+        per_rank = len(everything) // self.world_size
+        return everything[self.rank : per_rank * self.world_size : self.world_size]
+
+    def num_batches(self, epoch: int = 0) -> int:
+        return len(self.batches(epoch))
+
+    def __len__(self) -> int:
+        """Batches per epoch on this rank (epoch 0's count; other epochs differ by at most a few)."""
+        return self.num_batches(0)
+
+
+def iterate(
+    sampler: TokenBatchSampler, start_epoch: int = 0, start_index: int = 0
+) -> Iterator[tuple[int, int, list[int]]]:
+    """(epoch, index within the epoch, batch indices) from a position on, epoch after epoch, forever.
+
+    A trainer that saved the position of the next batch, (epoch, index), resumes exactly from it.
+    """
+    epoch, index = start_epoch, start_index
+    while True:
+        batches = sampler.batches(epoch)
+        if not batches and epoch > start_epoch:
+            return  # nothing fits: stop instead of spinning
+        for i in range(index, len(batches)):
+            yield epoch, i, batches[i]
+        epoch, index = epoch + 1, 0
+
+
+@dataclass
+class Batch:
+    """Padded tensors of one batch; padding is on the right with PAD_ID.
+
+    src:     (batch, src_len)  source pieces + EOS
+    tgt_in:  (batch, tgt_len)  BOS + target pieces (the decoder input, shifted right)
+    tgt_out: (batch, tgt_len)  target pieces + EOS (what the decoder predicts)
+    """
+
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    n_src_tokens: int  # non-pad tokens in src
+    n_tgt_tokens: int  # non-pad tokens in tgt_out
+
+    def __len__(self) -> int:
+        return self.src.shape[0]
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        src, tgt_in, tgt_out = (
+            t.to(device, non_blocking=non_blocking) for t in (self.src, self.tgt_in, self.tgt_out)
+        )
+        return Batch(src, tgt_in, tgt_out, self.n_src_tokens, self.n_tgt_tokens)
+
+
+def _pad(rows: list[np.ndarray], pad_id: int, first: int | None = None) -> np.ndarray:
+    """(batch, width) int64 rows padded on the right; `first` replaces the last token by a leading one."""
+    width = max(len(r) for r in rows)
+    out = np.full((len(rows), width), pad_id, dtype=np.int64)
+    for i, row in enumerate(rows):
+        if first is None:
+            out[i, : len(row)] = row
+        else:
+            out[i, 0] = first
+            out[i, 1 : len(row)] = row[:-1]
+    return out
+
+
+def collate(dataset, indices: list[int], pad_id: int = PAD_ID, bos_id: int = BOS_ID) -> Batch:
+    """The `Batch` of the given sentence indices of a `TokenDataset` (or any (src, tgt) sequence)."""
+    pairs = [dataset[i] for i in indices]
+    src_rows, tgt_rows = [p[0] for p in pairs], [p[1] for p in pairs]
+    src = _pad(src_rows, pad_id)  # (batch, src_len)
+    tgt_out = _pad(tgt_rows, pad_id)  # (batch, tgt_len)
+    tgt_in = _pad(tgt_rows, pad_id, first=bos_id)  # (batch, tgt_len)
+    return Batch(
+        src=torch.from_numpy(src),
+        tgt_in=torch.from_numpy(tgt_in),
+        tgt_out=torch.from_numpy(tgt_out),
+        n_src_tokens=sum(len(r) for r in src_rows),
+        n_tgt_tokens=sum(len(r) for r in tgt_rows),
+    )

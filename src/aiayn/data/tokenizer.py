@@ -1,0 +1,90 @@
+"""One SentencePiece BPE vocabulary shared by source and target (section 5.1).
+
+The paper encodes sentences with byte-pair encoding into a shared source-target vocabulary (about
+37,000 tokens for English-German); we train SentencePiece's BPE on the train split only. Special ids
+are the ones `ModelConfig` expects: pad 0, unk 1, bos 2, eos 3. `encode` returns the pieces' ids
+without bos/eos; the dataset appends eos and the batch prepends bos.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+
+from aiayn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from aiayn.errors import AiaynError
+
+CHARACTER_COVERAGE = 0.99995  # rare characters (a stray Hebrew letter) map to unk
+MAX_TRAIN_SENTENCES = 1_000_000  # a uniform sample of this many lines trains the vocabulary
+NUM_THREADS = 2
+
+
+class Tokenizer:
+    """A trained SentencePiece model: text <-> piece ids."""
+
+    def __init__(self, processor: spm.SentencePieceProcessor, path: Path) -> None:
+        self._sp = processor
+        self.path = path
+        for name, expected in (("pad", PAD_ID), ("unk", UNK_ID), ("bos", BOS_ID), ("eos", EOS_ID)):
+            actual = getattr(processor, f"{name}_id")()
+            if actual != expected:
+                raise AiaynError(f"{path}: SentencePiece {name}_id is {actual}, aiayn needs {expected}")
+        self._special = frozenset({PAD_ID, BOS_ID, EOS_ID})
+
+    @classmethod
+    def train(cls, texts: Iterable[str], model_path: str | Path, vocab_size: int, seed: int = 1) -> Tokenizer:
+        """Train joint BPE on `texts` (source and target lines) and write `model_path` and its .vocab.
+
+        A corpus too small for `vocab_size` gets a smaller vocabulary (see `.vocab_size`), not an error.
+        """
+        model_path = Path(model_path)
+        if model_path.suffix != ".model":
+            raise AiaynError(f"{model_path}: a SentencePiece model path must end in .model")
+        spm.set_random_generator_seed(seed)
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts),
+            model_prefix=str(model_path.with_suffix("")),
+            vocab_size=vocab_size,
+            model_type="bpe",
+            character_coverage=CHARACTER_COVERAGE,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            input_sentence_size=MAX_TRAIN_SENTENCES,
+            shuffle_input_sentence=True,
+            hard_vocab_limit=False,
+            num_threads=NUM_THREADS,
+            minloglevel=2,
+        )
+        return cls.load(model_path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Tokenizer:
+        path = Path(path)
+        if not path.is_file():
+            raise AiaynError(f"{path}: no SentencePiece model there")
+        processor = spm.SentencePieceProcessor()
+        try:
+            processor.Load(str(path))
+        except (OSError, RuntimeError) as err:
+            raise AiaynError(f"{path}: not a SentencePiece model ({err})") from None
+        return cls(processor, path)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._sp.get_piece_size()
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        """Piece ids of each text, without bos or eos."""
+        return self._sp.encode(texts, out_type=int, num_threads=NUM_THREADS)
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        """Text of each id sequence; pad, bos and eos are skipped wherever they are."""
+        return self._sp.decode([[int(i) for i in seq if int(i) not in self._special] for seq in ids])
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        """The subword string of each id (for labelling attention axes)."""
+        return [self._sp.id_to_piece(int(i)) for i in ids]

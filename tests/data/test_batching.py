@@ -1,0 +1,117 @@
+"""Token-bucketed batches (section 5.1): the invariants a trainer relies on."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from aiayn.config import BOS_ID, EOS_ID, PAD_ID
+from aiayn.data.batching import Batch, TokenBatchSampler, collate, iterate
+
+MAX_TOKENS = 300
+
+
+@pytest.fixture(scope="module")
+def lengths():
+    rng = np.random.default_rng(0)
+    src = rng.integers(1, 60, size=3000)
+    tgt = np.clip(src + rng.integers(-10, 10, size=3000), 1, None)
+    return src, tgt
+
+
+def _cost(batch, src, tgt):
+    return len(batch) * max(src[batch].max(), tgt[batch].max())
+
+
+@pytest.mark.parametrize("window", [100, 1 << 17])
+def test_no_batch_over_max_tokens_and_each_example_once(lengths, window):
+    src, tgt = lengths
+    sampler = TokenBatchSampler(src, tgt, MAX_TOKENS, seed=3, window=window)
+    for epoch in range(3):
+        batches = sampler.batches(epoch)
+        assert all(0 < _cost(b, src, tgt) <= MAX_TOKENS for b in batches)
+        assert sorted(itertools.chain.from_iterable(batches)) == list(range(len(src)))
+    assert len(sampler) == len(sampler.batches(0))
+
+
+def test_batches_are_full_and_length_sorted(lengths):
+    src, tgt = lengths
+    batches = TokenBatchSampler(src, tgt, MAX_TOKENS).batches(0)
+    widths = np.maximum(src, tgt)
+    cells = sum(_cost(b, src, tgt) for b in batches)
+    assert widths.sum() / cells > 0.9  # little padding: similar lengths share a batch
+    assert np.mean([_cost(b, src, tgt) for b in batches]) > 0.8 * MAX_TOKENS
+
+
+def test_same_seed_same_order_other_epoch_or_seed_other_order(lengths):
+    src, tgt = lengths
+    a, b = TokenBatchSampler(src, tgt, MAX_TOKENS, seed=1), TokenBatchSampler(src, tgt, MAX_TOKENS, seed=1)
+    assert a.batches(0) == b.batches(0) and a.batches(5) == b.batches(5)
+    assert a.batches(0) != a.batches(1)
+    assert a.batches(0) != TokenBatchSampler(src, tgt, MAX_TOKENS, seed=2).batches(0)
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4])
+def test_rank_shards_are_disjoint_equal_and_complete(lengths, world_size):
+    src, tgt = lengths
+    samplers = [
+        TokenBatchSampler(src, tgt, MAX_TOKENS, seed=1, rank=r, world_size=world_size)
+        for r in range(world_size)
+    ]
+    for epoch in range(2):
+        shards = [s.batches(epoch) for s in samplers]
+        assert len({len(shard) for shard in shards}) == 1
+        seen = [i for shard in shards for batch in shard for i in batch]
+        assert len(seen) == len(set(seen))
+        everything = samplers[0].global_batches(epoch)
+        left_out = everything[len(shards[0]) * world_size :]
+        assert len(left_out) < world_size
+        assert sorted(seen + [i for b in left_out for i in b]) == list(range(len(src)))
+
+
+def test_oversized_sentences_are_dropped_and_counted():
+    src, tgt = np.array([5, 50, 6, 7]), np.array([5, 6, 80, 7])
+    sampler = TokenBatchSampler(src, tgt, max_tokens=40)
+    assert sampler.n_oversized == 2
+    assert sorted(i for b in sampler.batches(0) for i in b) == [0, 3]
+
+
+def test_iterate_resumes_exactly_from_a_position(lengths):
+    src, tgt = lengths
+    sampler = TokenBatchSampler(src, tgt, MAX_TOKENS, seed=7)
+    full = list(itertools.islice(iterate(sampler), 2 * len(sampler) + 5))
+    assert full[0][:2] == (0, 0) and full[len(sampler.batches(0))][:2] == (1, 0)
+    for k in (0, 17, len(sampler.batches(0)) + 3):
+        epoch, index, _ = full[k]
+        resumed = list(
+            itertools.islice(iterate(TokenBatchSampler(src, tgt, MAX_TOKENS, seed=7), epoch, index), 10)
+        )
+        assert resumed == full[k : k + 10]
+
+
+def test_iterate_stops_when_nothing_fits():
+    sampler = TokenBatchSampler(np.array([50]), np.array([50]), max_tokens=10)
+    assert list(itertools.islice(iterate(sampler), 3)) == []
+
+
+def test_collate_shifts_and_pads_on_the_right():
+    dataset = [
+        (np.array([5, 6, EOS_ID], dtype=np.uint16), np.array([7, 8, 9, EOS_ID], dtype=np.uint16)),
+        (np.array([10, EOS_ID], dtype=np.uint16), np.array([11, EOS_ID], dtype=np.uint16)),
+    ]
+    batch = collate(dataset, [0, 1])
+    assert isinstance(batch, Batch) and len(batch) == 2
+    assert batch.src.dtype == torch.long and batch.src.tolist() == [[5, 6, EOS_ID], [10, EOS_ID, PAD_ID]]
+    assert batch.tgt_in.tolist() == [[BOS_ID, 7, 8, 9], [BOS_ID, 11, PAD_ID, PAD_ID]]
+    assert batch.tgt_out.tolist() == [[7, 8, 9, EOS_ID], [11, EOS_ID, PAD_ID, PAD_ID]]
+    assert (batch.n_src_tokens, batch.n_tgt_tokens) == (5, 6)
+    moved = batch.to("cpu")
+    assert torch.equal(moved.tgt_in, batch.tgt_in) and moved.n_tgt_tokens == 6
+
+
+def test_sampler_rejects_bad_arguments(lengths):
+    with pytest.raises(ValueError, match="rank"):
+        TokenBatchSampler(*lengths, MAX_TOKENS, rank=2, world_size=2)

@@ -1,0 +1,244 @@
+"""`aiayn prepare`: data directory layout, validation, filter counts, atomicity, idempotence."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from aiayn.cli import main
+from aiayn.data import prepare as prepare_module
+from aiayn.data.batching import TokenBatchSampler
+from aiayn.data.dataset import TokenDataset
+from aiayn.data.prepare import load_meta, prepare
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.errors import AiaynError
+
+
+def _lines(path):
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def _append(path, lines):
+    with open(path, "a", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+
+
+@pytest.fixture
+def corpus(tmp_path, write_corpus):
+    """300 good train pairs, 2 empty, 1 too long (> 40 tokens), 1 lopsided; 20 valid and 10 test pairs."""
+    src, tgt = write_corpus(300, seed=0)
+    _append(src, ["", "the good", "water " * 60, "a"])
+    _append(tgt, ["the", "", "day", "long " * 30])
+    valid = write_corpus(20, seed=1, names=("valid.es", "valid.en"))
+    test = write_corpus(10, seed=2, names=("test.es", "test.en"))
+    return src, tgt, valid, test
+
+
+def _prepare_corpus(out, corpus, **kwargs):
+    src, tgt, valid, test = corpus
+    files = dict(src=src, tgt=tgt, valid_src=valid[0], valid_tgt=valid[1], test_src=test[0], test_tgt=test[1])
+    return prepare(out, **files, vocab_size=120, max_len=40, max_ratio=9, progress=False, **kwargs)
+
+
+def test_data_directory_layout_and_counts(tmp_path, corpus):
+    out = _prepare_corpus(tmp_path / "data", corpus)
+    meta = load_meta(out)
+    assert meta["pairs"] == {"train": 300, "valid": 20, "test": 10}
+    assert meta["dropped"]["train"] == {
+        "bad_lines": 0,
+        "empty": 2,
+        "overlap_with_train": 0,
+        "too_long": 1,
+        "ratio": 1,
+    }
+    assert set(meta["drop_reasons"]) == set(meta["dropped"]["train"])
+    assert meta["lines_read"]["train"] == 304
+    assert (meta["src_lang"], meta["tgt_lang"], meta["corpus"]) == ("es", "en", "user")
+    assert meta["vocab_size"] == Tokenizer.load(out / "spm.model").vocab_size <= 120
+    assert (out / "spm.vocab").is_file() and not (out / "stage").exists()
+    tokenizer = Tokenizer.load(out / "spm.model")
+    for split, n in meta["pairs"].items():
+        ds = TokenDataset(out, split)
+        raw_src, raw_tgt = _lines(out / "raw" / f"{split}.src"), _lines(out / "raw" / f"{split}.tgt")
+        assert len(ds) == len(raw_src) == len(raw_tgt) == n
+        assert tokenizer.decode([ds[i][0] for i in range(n)]) == raw_src
+        assert tokenizer.decode([ds[i][1] for i in range(n)]) == raw_tgt
+        assert meta["tokens"][split]["tgt"] == int(ds.tgt_lengths.sum())
+    assert _lines(out / "raw" / "test.src") == _lines(corpus[3][0])
+
+
+def test_rerun_does_nothing_unless_force(tmp_path, corpus, capsys):
+    out = _prepare_corpus(tmp_path / "data", corpus)
+    stamp = (out / "meta.json").stat().st_mtime_ns
+    _prepare_corpus(out, corpus)
+    assert (out / "meta.json").stat().st_mtime_ns == stamp
+    _prepare_corpus(out, corpus, force=True)
+    assert (out / "meta.json").stat().st_mtime_ns != stamp
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_failed_run_leaves_nothing_that_looks_complete(tmp_path, corpus, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prepare_module.Tokenizer, "train", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _prepare_corpus(tmp_path / "data", corpus)
+    assert not (tmp_path / "data").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_force_failure_keeps_the_old_directory(tmp_path, corpus, monkeypatch):
+    out = _prepare_corpus(tmp_path / "data", corpus)
+    meta = (out / "meta.json").read_text()
+    monkeypatch.setattr(prepare_module, "_encode_split", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        _prepare_corpus(out, corpus, force=True)
+    assert (out / "meta.json").read_text() == meta
+
+
+def test_refuses_to_replace_a_directory_that_is_not_a_data_directory(tmp_path, corpus):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(AiaynError, match="not a data directory"):
+        _prepare_corpus(tmp_path / "mine", corpus, force=True)
+
+
+def test_seeded_split_of_a_tsv(tmp_path, write_corpus):
+    src, tgt = write_corpus(500, seed=3)
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("".join(f"{s}\t{t}\n" for s, t in zip(_lines(src), _lines(tgt), strict=True)))
+    a = prepare(tmp_path / "a", tsv=tsv, vocab_size=100, seed=1, progress=False)
+    b = prepare(tmp_path / "b", tsv=tsv, vocab_size=100, seed=1, progress=False)
+    c = prepare(tmp_path / "c", tsv=tsv, vocab_size=100, seed=2, progress=False)
+    meta = load_meta(a)
+    assert meta["pairs"] == {"train": 480, "valid": 10, "test": 10}
+    assert (meta["src_lang"], meta["tgt_lang"]) == ("src", "tgt")
+    assert _lines(a / "raw" / "test.src") == _lines(b / "raw" / "test.src") != _lines(c / "raw" / "test.src")
+    held = set(_lines(a / "raw" / "valid.src")) | set(_lines(a / "raw" / "test.src"))
+    assert not held & set(_lines(a / "raw" / "train.src"))
+    assert sorted(_lines(a / "raw" / "train.src") + list(held)) == sorted(set(_lines(src)))
+
+
+def test_overlapping_held_out_pairs_are_dropped_and_counted(tmp_path):
+    src, tgt = tmp_path / "c.es", tmp_path / "c.en"
+    src.write_text("".join(f"same {i % 2}\n" for i in range(300)))
+    tgt.write_text("".join(f"t {i}\n" for i in range(300)))
+    meta = load_meta(prepare(tmp_path / "d", src=src, tgt=tgt, vocab_size=30, progress=False))
+    assert meta["pairs"]["valid"] == meta["pairs"]["test"] == 0
+    assert (
+        meta["dropped"]["valid"]["overlap_with_train"] == meta["dropped"]["test"]["overlap_with_train"] == 6
+    )
+
+
+def test_skip_bad_lines_is_counted_in_meta(tmp_path, write_corpus):
+    src, tgt = write_corpus(200)
+    src.write_bytes(src.read_bytes() + b"bad \xff line\n")
+    tgt.write_bytes(tgt.read_bytes() + b"fine\n")
+    with pytest.raises(AiaynError, match=r"corpus.es:201: invalid UTF-8"):
+        prepare(tmp_path / "d", src=src, tgt=tgt, vocab_size=100, progress=False)
+    out = prepare(tmp_path / "d", src=src, tgt=tgt, vocab_size=100, skip_bad_lines=True, progress=False)
+    assert load_meta(out)["dropped"]["train"]["bad_lines"] == 1
+
+
+def test_argument_errors(tmp_path, corpus):
+    src, tgt, _, _ = corpus
+    with pytest.raises(AiaynError, match="exactly one corpus"):
+        prepare(tmp_path / "d", corpus="bible-es-en", src=src, tgt=tgt)
+    with pytest.raises(AiaynError, match="give both --src and --tgt"):
+        prepare(tmp_path / "d", src=src)
+    with pytest.raises(AiaynError, match="not a prepared data directory"):
+        load_meta(tmp_path)
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    (tmp_path / "a.es").write_text("uno\ndos\n")
+    (tmp_path / "a.en").write_text("one\n")
+    code = main(
+        [
+            "prepare",
+            "--src",
+            str(tmp_path / "a.es"),
+            "--tgt",
+            str(tmp_path / "a.en"),
+            "--out",
+            str(tmp_path / "d"),
+        ]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0
+    assert err.startswith("aiayn prepare: error: ") and "a.es has 2 lines but" in err and "a.en has 1" in err
+
+
+def test_cli_prepares_and_summarises(tmp_path, write_corpus, capsys):
+    src, tgt = write_corpus(300)
+    argv = [
+        "prepare",
+        "--src",
+        str(src),
+        "--tgt",
+        str(tgt),
+        "--out",
+        str(tmp_path / "d"),
+        "--vocab-size",
+        "100",
+    ]
+    assert main([*argv, "--no-progress", "--src-lang", "xx"]) == 0
+    out = capsys.readouterr().out
+    assert "xx->en" in out and "train 288" in out
+    assert json.loads((tmp_path / "d" / "meta.json").read_text())["src_lang"] == "xx"
+
+
+@pytest.mark.slow
+def test_prepare_bible(bible_data_dir):
+    meta = load_meta(bible_data_dir)
+    assert (meta["corpus"], meta["src_lang"], meta["tgt_lang"], meta["vocab_size"]) == (
+        "bible-es-en",
+        "es",
+        "en",
+        8000,
+    )
+    assert abs(meta["pairs"]["train"] - 28_875) < 0.03 * 28_875
+    assert (
+        _lines(bible_data_dir / "raw" / "train.src")[0] == "En el principio crió Dios los cielos y la tierra."
+    )
+    assert len(_lines(bible_data_dir / "raw" / "test.tgt")) == meta["pairs"]["test"]
+    tokenizer = Tokenizer.load(bible_data_dir / "spm.model")
+    train = TokenDataset(bible_data_dir, "train")
+    assert tokenizer.decode([train[0][1]]) == ["In the beginning God created the heaven and the earth."]
+    assert np.percentile(train.tgt_lengths, 99) < 100  # DATA.md: p99 ~70 pieces
+
+
+@pytest.mark.slow
+def test_bible_batches_waste_little_padding(bible_data_dir):
+    train = TokenDataset(bible_data_dir, "train")
+    sampler = TokenBatchSampler(train.src_lengths, train.tgt_lengths, max_tokens=4096)
+    cells = tokens = 0
+    for batch in sampler.batches(0):
+        cells += len(batch) * (train.src_lengths[batch].max() + train.tgt_lengths[batch].max())
+        tokens += train.src_lengths[batch].sum() + train.tgt_lengths[batch].sum()
+    assert 1 - tokens / cells < 0.05
+
+
+@pytest.mark.slow
+def test_a_killed_process_never_leaves_a_complete_looking_directory(tmp_path, write_corpus):
+    src, tgt = write_corpus(40_000)
+    out = tmp_path / "data"
+    argv = [sys.executable, "-m", "aiayn", "prepare", "--src", str(src), "--tgt", str(tgt), "--out", str(out)]
+    process = subprocess.Popen([*argv, "--no-progress", "--vocab-size", "200"], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".data.tmp-*/raw")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not out.exists()
+    assert list(tmp_path.glob(".data.tmp-*"))  # the killed run's work, hidden
+    prepare(out, src=src, tgt=tgt, vocab_size=200, progress=False)
+    assert load_meta(out)["pairs"]["train"] > 0
+    assert not list(tmp_path.glob(".data.tmp-*"))
