@@ -19,6 +19,29 @@ Handler = Callable[[argparse.Namespace], int | None]
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
 
 
+def _add_quickstart(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "quickstart",
+        help="the main job: prepare bible-es-en, train, average, score, show samples and attention",
+        description="Train a Spanish->English translator on the Bible in one command (re-runs resume).",
+    )
+    p.add_argument("--minutes", type=float, default=20.0, help="training budget in minutes (default 20)")
+    p.add_argument("--out", default="runs/quickstart", help="run directory (default runs/quickstart)")
+    p.add_argument("--corpus", default="bible-es-en", help="built-in corpus (default bible-es-en)")
+    p.set_defaults(handler=_run_quickstart)
+
+
+def _run_quickstart(args: argparse.Namespace) -> None:
+    from aiayn.quickstart import quickstart
+
+    if args.minutes <= 0:
+        raise AiaynError(f"--minutes must be positive, got {args.minutes}")
+    quickstart(args.out, args.minutes, args.corpus)
+
+
+COMMANDS.append(_add_quickstart)
+
+
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "prepare",
@@ -86,6 +109,329 @@ def _run_prepare(args: argparse.Namespace) -> None:
 
 
 COMMANDS.append(_add_prepare)
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a model on a prepared data directory (resumes if RUN_DIR has checkpoints)",
+        description="Train (section 5). Under `torchrun --nproc_per_node=N -m aiayn train ...` it runs DDP.",
+    )
+    p.add_argument("data_dir", metavar="DATA_DIR", help="a directory written by `aiayn prepare`")
+    p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory (checkpoints, metrics)")
+    base = p.add_mutually_exclusive_group()
+    base.add_argument("--preset", choices=["tiny", "base", "big"], help="model preset (default: base)")
+    base.add_argument("--config", metavar="F.yaml", help="a RunConfig YAML, e.g. configs/tiny.yaml")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any model or training setting, e.g. --set warmup_steps=300 (repeatable)",
+    )
+    p.add_argument("--max-steps", type=int, help="stop after this many updates")
+    p.add_argument("--minutes", type=float, help="wall-clock budget of this invocation")
+    p.add_argument("--seed", type=int, help="random seed (weights, dropout, batch order)")
+    p.add_argument("--init-from", metavar="MODEL_DIR", help="start from this model directory's weights")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: a GPU if there is one)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=_run_train)
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    import signal
+
+    from aiayn.train.run import build_run_config
+    from aiayn.train.trainer import train
+
+    config = build_run_config(
+        args.out,
+        preset=args.preset,
+        config_file=args.config,
+        init_from=args.init_from,
+        overrides=args.overrides,
+        max_steps=args.max_steps,
+        minutes=args.minutes,
+        seed=args.seed,
+    )
+    result = train(
+        args.data_dir,
+        args.out,
+        config,
+        init_from=args.init_from,
+        progress=not args.no_progress,
+        device=args.device,
+    )
+    if result.stop_reason.startswith("signal:"):
+        name = result.stop_reason.split(":", 1)[1]
+        return 128 + (signal.Signals[name].value if name in signal.Signals.__members__ else 15)
+    print(f"stopped at step {result.step} ({result.stop_reason}); last checkpoint: {result.checkpoint}")
+    return 0
+
+
+COMMANDS.append(_add_train)
+
+
+def _add_average(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("average", help="average a run's last checkpoints into a model directory (6.1)")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--last", type=int, help="how many of the newest checkpoints (default: average_last, 5)")
+    p.add_argument("--out", metavar="MODEL_DIR", help="default: RUN_DIR/model")
+    p.set_defaults(handler=_run_average)
+
+
+def _run_average(args: argparse.Namespace) -> None:
+    from aiayn.train.checkpoint import average_run
+
+    print(f"wrote {average_run(args.run_dir, args.last, args.out)}")
+
+
+COMMANDS.append(_add_average)
+
+
+def _add_search_options(p: argparse.ArgumentParser) -> None:
+    """Beam search settings (section 6.1) shared by translate and evaluate."""
+    p.add_argument("--beam", type=int, default=4, help="beam size (paper: 4; 1 = greedy)")
+    p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent (paper: 0.6)")
+    p.add_argument(
+        "--length-penalty-style",
+        choices=["gnmt", "len"],
+        default="gnmt",
+        help="gnmt: ((5+|Y|)/6)^alpha (paper); len: |Y|^alpha (fairseq, HF)",
+    )
+    p.add_argument("--max-len-a", type=float, default=1.0, help="output at most a*|source|+b tokens")
+    p.add_argument("--max-len-b", type=int, default=50, help="see --max-len-a")
+    p.add_argument("--max-tokens", type=int, default=4096, help="source tokens per batch (padding counted)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: a GPU if there is one)")
+
+
+def _search_options(args: argparse.Namespace, n_best: int = 1) -> dict:
+    return dict(
+        beam_size=args.beam,
+        alpha=args.alpha,
+        n_best=n_best,
+        max_len_a=args.max_len_a,
+        max_len_b=args.max_len_b,
+        length_penalty_style=args.length_penalty_style,
+        batch_tokens=args.max_tokens,
+    )
+
+
+def _add_translate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "translate",
+        help="translate text line by line (stdin to stdout by default)",
+        description="Translate with beam search (6.1): one line in, one line out, in order. With --nbest N, "
+        "up to N rows per line: LINE<TAB>RANK<TAB>SCORE<TAB>LOG_PROB<TAB>TRANSLATION.",
+    )
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="a model directory (aiayn average, import-marian)")
+    p.add_argument("-i", "--input", metavar="F", help="input file (default: stdin)")
+    p.add_argument("-o", "--output", metavar="F", help="output file (default: stdout)")
+    p.add_argument("--nbest", type=int, default=1, help="hypotheses per line (TSV output when > 1)")
+    _add_search_options(p)
+    p.set_defaults(handler=_run_translate)
+
+
+def _run_translate(args: argparse.Namespace) -> None:
+    import contextlib
+    from pathlib import Path
+
+    from aiayn.config import DecodeConfig
+    from aiayn.decode.stream import translate_stream
+    from aiayn.decode.translator import Translator
+
+    options = _search_options(args, args.nbest)
+    DecodeConfig(**options)  # bad settings fail before the model loads
+    translator = Translator.load(args.model_dir, args.device)
+    if args.input and not Path(args.input).is_file():
+        raise AiaynError(f"{args.input}: no such file")
+    with contextlib.ExitStack() as stack:
+        lines = stack.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
+        out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
+        name = args.input or "<stdin>"
+        translate_stream(translator, lines, out, sys.stderr, name, **options)
+
+
+COMMANDS.append(_add_translate)
+
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="BLEU and chrF (sacreBLEU) of a model on a data split, or of a hypothesis file",
+        description="aiayn evaluate MODEL_DIR DATA_DIR [--split test]   |   aiayn evaluate --hyp F --ref F. "
+        "Prints sacreBLEU's score lines with their signatures and writes scores.json.",
+    )
+    p.add_argument("model_dir", nargs="?", metavar="MODEL_DIR", help="a model directory")
+    p.add_argument("data_dir", nargs="?", metavar="DATA_DIR", help="a directory written by `aiayn prepare`")
+    p.add_argument("--split", default="test", help="valid or test (reads DATA_DIR/raw/SPLIT.src/.tgt)")
+    p.add_argument("--hyp", metavar="F", help="score this hypothesis file instead (with --ref)")
+    p.add_argument("--ref", metavar="F", help="reference file, line-aligned with --hyp")
+    p.add_argument("--out", metavar="DIR", help="where SPLIT.hyp and scores.json go (default MODEL_DIR/eval)")
+    p.add_argument("--limit", type=int, help="only the first N sentences")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_search_options(p)
+    p.set_defaults(handler=_run_evaluate)
+
+
+def _run_evaluate(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from aiayn.config import DecodeConfig
+    from aiayn.evaluate import evaluate_files, evaluate_model, write_scores
+
+    if args.hyp or args.ref:
+        if not (args.hyp and args.ref) or args.model_dir or args.data_dir:
+            raise AiaynError("give either MODEL_DIR DATA_DIR, or --hyp F --ref F")
+        scores = evaluate_files(args.hyp, args.ref)
+        if args.out:
+            scores["scores"] = str(write_scores(scores, args.out))
+    else:
+        if not (args.model_dir and args.data_dir):
+            raise AiaynError("give MODEL_DIR DATA_DIR (or --hyp F --ref F)")
+        out = args.out or str(Path(args.model_dir) / "eval")
+        scores = evaluate_model(
+            args.model_dir,
+            args.data_dir,
+            args.split,
+            DecodeConfig(**_search_options(args)),
+            out_dir=out,
+            device=args.device,
+            limit=args.limit,
+            progress=not args.no_progress,
+        )
+        scores["scores"] = str(Path(out) / "scores.json")
+    print(scores["bleu_text"])
+    print(scores["chrf_text"])
+    for key in ("hypotheses", "scores"):
+        if key in scores:
+            print(f"{key}: {scores[key]}")
+
+
+COMMANDS.append(_add_evaluate)
+
+
+def _add_plot(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plot", help="training curves of a run as PNG files (loss, dev loss, lr)")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--out", metavar="DIR", help="default: RUN_DIR/plots")
+    p.set_defaults(handler=_run_plot)
+
+
+def _run_plot(args: argparse.Namespace) -> None:
+    from aiayn.viz import plot_training_curves
+
+    for path in plot_training_curves(args.run_dir, args.out):
+        print(f"wrote {path}")
+
+
+COMMANDS.append(_add_plot)
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve a model over HTTP (JSON API, micro-batching) with a page that shows attention",
+        description="POST /v1/translate, GET /v1/health, GET /v1/model, the page at /, API docs at /docs.",
+    )
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="a model directory (aiayn average, import-marian)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (0: any free one)")
+    p.add_argument("--max-batch", type=int, default=64, help="most texts in one request (else 413)")
+    p.add_argument("--max-chars", type=int, default=2000, help="most characters in one text (else 413)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds a request may take (else 503)")
+    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="ms to gather requests into one batch")
+    p.add_argument("--batch-texts", type=int, default=64, help="most texts per model call; 1 = no batching")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: a GPU if there is one)")
+    p.set_defaults(handler=_run_serve)
+
+
+def _run_serve(args: argparse.Namespace) -> None:
+    from aiayn.serve import ServeSettings, serve
+
+    settings = ServeSettings(
+        args.max_batch, args.max_chars, args.timeout, args.batch_wait_ms, args.batch_texts
+    )
+    serve(args.model_dir, args.host, args.port, settings, args.device)
+
+
+COMMANDS.append(_add_serve)
+
+
+def _add_attention(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "attention",
+        help="translate one sentence and draw its attention as a PNG (the paper's section 7 figures)",
+        description="A grid of the heads of one layer (or one head), tokens on both axes.",
+    )
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="a model directory")
+    p.add_argument("text", metavar="TEXT", help="the sentence to translate")
+    p.add_argument("--out", required=True, metavar="F.png", help="the PNG file to write")
+    p.add_argument("--layer", type=int, help="layer number, 1 = first (default: the last)")
+    p.add_argument("--head", type=int, help="only this head, 1 = first (default: a grid of all heads)")
+    p.add_argument("--kind", choices=["cross", "encoder", "decoder"], default="cross", help="which attention")
+    p.add_argument("--beam", type=int, default=4, help="beam size (paper: 4)")
+    p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent (paper: 0.6)")
+    p.add_argument("--device", help="cpu, cuda, ... (default: a GPU if there is one)")
+    p.set_defaults(handler=_run_attention)
+
+
+def _run_attention(args: argparse.Namespace) -> None:
+    from aiayn.decode.translator import Translator
+    from aiayn.viz import save_attention_png
+
+    translator = Translator.load(args.model_dir, args.device)
+    attn = translator.attention(args.text, beam_size=args.beam, alpha=args.alpha)
+    out = save_attention_png(attn, args.out, args.kind, args.layer, args.head)
+    print(attn["translation"])
+    print(f"wrote {out}")
+
+
+COMMANDS.append(_add_attention)
+
+
+def _add_import_marian(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import-marian",
+        help="turn a Hugging Face Marian (OPUS-MT) model directory into an aiayn model directory",
+        description="Convert a local MarianMTModel directory (config.json, model.safetensors or "
+        "pytorch_model.bin, source.spm, target.spm, vocab.json) into an aiayn model directory that "
+        "computes the same function and tokenizes with Marian's ids. Nothing is downloaded.",
+    )
+    p.add_argument("hf_dir", metavar="HF_DIR", help="a MarianMTModel directory (e.g. a downloaded OPUS-MT)")
+    p.add_argument("model_dir", metavar="OUT_MODEL_DIR", help="the aiayn model directory to write")
+    p.set_defaults(handler=_run_import_marian)
+
+
+def _run_import_marian(args: argparse.Namespace) -> None:
+    from aiayn.interop.marian_import import import_marian
+
+    print(f"wrote {import_marian(args.hf_dir, args.model_dir)}")
+
+
+COMMANDS.append(_add_import_marian)
+
+
+def _add_export_hf(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export-hf",
+        help="write an aiayn model as a Hugging Face MarianMTModel directory (then CTranslate2, ...)",
+        description="Export to a MarianMTModel directory with equal outputs. Pre-norm, final-norm, "
+        "learned-position models and layer_norm_eps other than 1e-5 cannot be expressed and are refused.",
+    )
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="an aiayn model directory")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="the Hugging Face directory to write")
+    p.set_defaults(handler=_run_export_hf)
+
+
+def _run_export_hf(args: argparse.Namespace) -> None:
+    from aiayn.interop.hf_export import export_hf
+
+    print(f"wrote {export_hf(args.model_dir, args.out_dir)}")
+
+
+COMMANDS.append(_add_export_hf)
 
 
 def build_parser() -> argparse.ArgumentParser:

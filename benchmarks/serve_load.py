@@ -1,0 +1,179 @@
+"""Load test of `aiayn serve`: 32 concurrent clients for 20 s, with and without micro-batching.
+
+Each mode starts its own `aiayn serve` subprocess on 127.0.0.1 (the same model directory, the
+same limits), waits for /v1/health, then runs `--clients` asyncio clients (httpx) that each post
+one sentence to /v1/translate, wait for the answer and post the next, for `--seconds`. Reported:
+requests/s (completed answers / wall time), p50 and p99 latency, errors (any status but 200, or a
+failed connection). It exits with status 1 if any request failed.
+
+    batched     --batch-wait-ms 5 --batch-texts 64   (the server's defaults)
+    unbatched   --batch-wait-ms 0 --batch-texts 1    (one request per model call)
+
+Without --model it trains the tests' tiny toy model (tests/serve/tiny_model.py, a few seconds)
+in a temporary folder.
+
+    python benchmarks/serve_load.py [--model MODEL_DIR] [--clients 32] [--seconds 20] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+MODES = {
+    "batched": ["--batch-wait-ms", "5", "--batch-texts", "64"],
+    "unbatched": ["--batch-wait-ms", "0", "--batch-texts", "1"],
+}
+MAX_SECONDS = 300
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(model_dir: Path, flags: list[str], log_path: Path) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "aiayn",
+        "serve",
+        str(model_dir),
+        "--port",
+        str(port),
+        "--timeout",
+        "60",
+        *flags,
+    ]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+        )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(1200):
+        if proc.poll() is not None:
+            raise SystemExit(f"aiayn serve exited:\n{log_path.read_text()}")
+        try:
+            if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.terminate()
+    raise SystemExit(f"aiayn serve did not answer within 2 minutes:\n{log_path.read_text()}")
+
+
+async def _client(
+    http: httpx.AsyncClient, url: str, texts: list[str], stop: float, seed: int, out: dict
+) -> None:
+    rng = random.Random(seed)
+    while time.perf_counter() < stop:
+        start = time.perf_counter()
+        try:
+            response = await http.post(f"{url}/v1/translate", json={"text": rng.choice(texts)})
+            ok = response.status_code == 200 and len(response.json()["translations"]) == 1
+        except (httpx.HTTPError, ValueError, KeyError):
+            ok = False
+        if ok:
+            out["latencies"].append(time.perf_counter() - start)
+        else:
+            out["errors"] += 1
+
+
+async def load(url: str, texts: list[str], clients: int, seconds: float) -> dict:
+    """`clients` closed-loop clients for `seconds`: requests/s, p50/p99 latency (ms), errors."""
+    out: dict = {"latencies": [], "errors": 0}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(limits=limits, timeout=120) as http:
+        await http.post(f"{url}/v1/translate", json={"text": texts})  # warm-up
+        begin = time.perf_counter()
+        stop = begin + seconds
+        await asyncio.gather(*(_client(http, url, texts, stop, seed, out) for seed in range(clients)))
+        elapsed = time.perf_counter() - begin
+    lat = sorted(out["latencies"])
+    return {
+        "requests": len(lat),
+        "errors": out["errors"],
+        "seconds": round(elapsed, 2),
+        "requests_per_s": round(len(lat) / elapsed, 1),
+        "p50_ms": round(1000 * statistics.median(lat), 1) if lat else None,
+        "p99_ms": round(1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))], 1) if lat else None,
+    }
+
+
+def _tiny_model(folder: Path) -> tuple[Path, list[str]]:
+    sys.path.insert(0, str(ROOT / "tests" / "serve"))
+    from tiny_model import build_tiny_model_dir, toy_pairs
+
+    print("training the tiny toy model (a few seconds) ...", file=sys.stderr)
+    return build_tiny_model_dir(folder / "model"), [src for src, _ in toy_pairs(64, seed=1)]
+
+
+def run_modes(
+    model_dir: Path, texts: list[str], modes: list[str], clients: int, seconds: float, tmp: Path
+) -> dict:
+    results = {}
+    for mode in modes:
+        proc, url = start_server(model_dir, MODES[mode], tmp / f"{mode}.log")
+        try:
+            results[mode] = asyncio.run(load(url, texts, clients, seconds))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+        print(f"{mode}: {results[mode]}", file=sys.stderr)
+    return results
+
+
+def report(results: dict) -> None:
+    columns = ["requests_per_s", "p50_ms", "p99_ms", "requests", "errors"]
+    print("| mode | requests/s | p50 ms | p99 ms | requests | errors |\n|---|---|---|---|---|---|")
+    for mode, r in results.items():
+        print("| " + " | ".join([mode] + [str(r[c]) for c in columns]) + " |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", type=Path, help="a model directory (default: the tests' tiny toy model)")
+    parser.add_argument("--texts", type=Path, help="sentences to send, one per line (default: toy sentences)")
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--modes", default="batched,unbatched", help=f"comma-separated: {', '.join(MODES)}")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    modes = args.modes.split(",")
+    if not 0 < args.seconds <= MAX_SECONDS or args.clients < 1 or not set(modes) <= set(MODES):
+        parser.error(f"need 0 < --seconds <= {MAX_SECONDS}, --clients >= 1, --modes from {', '.join(MODES)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir, texts = (args.model, None) if args.model else _tiny_model(Path(tmp))
+        if args.texts:
+            texts = [line for line in args.texts.read_text().splitlines() if line.strip()]
+        texts = texts or ["El perro come.", "La casa es grande.", "Buenos días."]
+        results = run_modes(model_dir, texts, modes, args.clients, args.seconds, Path(tmp))
+    print(
+        f"\n{args.clients} clients x {args.seconds:g} s against 127.0.0.1, model {args.model or 'tiny toy'}\n"
+    )
+    report(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    errors = sum(r["errors"] for r in results.values())
+    if errors:
+        print(f"FAILED: {errors} requests failed", file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Line-by-line translation of a stream (what `aiayn translate` does): one line in, one line out.
+
+Lines are read on a background thread; the translator takes whatever has already arrived (up to
+`max_lines`), so a file is translated in large length-sorted batches while an interactive user
+gets each answer as soon as the line is typed. Output order is input order; an empty line gives an
+empty line. With n_best > 1 each input line gives up to n_best rows of tab-separated values:
+
+    LINE  RANK  SCORE  LOG_PROB  TRANSLATION
+
+LINE is the 1-based input line number, RANK 1 is the best hypothesis, SCORE is log P / lp (the
+ranking score of section 6.1) and LOG_PROB is log P(translation + EOS | source). Tabs and newlines
+inside a translation are written as spaces.
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+import threading
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+from aiayn.decode.translator import Translation, Translator
+from aiayn.errors import AiaynError
+
+_END = object()
+
+
+def _reader(lines: Iterable[bytes], name: str, out: queue.Queue) -> None:
+    """Decode each line (UTF-8) onto `out`; then _END, or an AiaynError naming the bad line."""
+    try:
+        for number, raw in enumerate(lines, start=1):
+            try:
+                out.put(raw.decode("utf-8").rstrip("\r\n"))
+            except UnicodeDecodeError:
+                out.put(AiaynError(f"{name}:{number}: invalid UTF-8"))
+                return
+        out.put(_END)
+    except OSError as err:
+        out.put(AiaynError(f"{name}: cannot read: {err}"))
+
+
+def read_chunks(lines: Iterable[bytes], name: str = "<stdin>", max_lines: int = 1000) -> Iterator[list[str]]:
+    """Chunks of decoded lines: wait for one line, then take what is already there (<= max_lines)."""
+    pending: queue.Queue = queue.Queue(maxsize=2 * max_lines)
+    threading.Thread(target=_reader, args=(lines, name, pending), daemon=True).start()
+    while True:
+        chunk: list[str] = []
+        item = pending.get()
+        while True:
+            if isinstance(item, AiaynError):
+                if chunk:
+                    yield chunk
+                raise item
+            if item is _END:
+                if chunk:
+                    yield chunk
+                return
+            chunk.append(item)
+            if len(chunk) >= max_lines:
+                break
+            try:
+                item = pending.get_nowait()
+            except queue.Empty:
+                break
+        yield chunk
+
+
+def _warn_truncated(warn: IO[str], name: str, first: int, index: int, length: int, limit: int) -> None:
+    line = f"{name}:{first + index + 1}"
+    print(f"warning: {line}: {length} tokens; only the first {limit} are translated", file=warn, flush=True)
+
+
+def _clean(text: str) -> str:
+    return text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+
+
+def format_nbest(first_line: int, results: list[list[Translation]]) -> str:
+    """TSV rows LINE RANK SCORE LOG_PROB TRANSLATION for `results` of lines first_line, first_line + 1, ..."""
+    rows = []
+    for offset, hyps in enumerate(results):
+        for rank, t in enumerate(hyps, start=1):
+            rows.append(f"{first_line + offset}\t{rank}\t{t.score:.4f}\t{t.log_prob:.4f}\t{_clean(t.text)}\n")
+    return "".join(rows)
+
+
+def translate_stream(
+    translator: Translator,
+    lines: Iterable[bytes],
+    out: IO[str],
+    warn: IO[str],
+    name: str = "<stdin>",
+    max_lines: int = 1000,
+    **options: Any,
+) -> int:
+    """Translate every line of `lines` (bytes) to `out`, flushing after each chunk; returns the count.
+
+    `options` are `Translator.translate`'s (beam_size, alpha, n_best, ...); over-long lines are
+    truncated with a warning on `warn` that names the line.
+    """
+    done = 0
+    n_best = options.get("n_best", 1)
+    for chunk in read_chunks(lines, name, max_lines):
+        on_truncate = functools.partial(_warn_truncated, warn, name, done)
+        results = translator.translate(chunk, return_scores=True, on_truncate=on_truncate, **options)
+        if n_best > 1:
+            out.write(format_nbest(done + 1, results))
+        else:
+            out.write("".join(_clean(hyps[0].text) + "\n" for hyps in results))
+        out.flush()
+        done += len(chunk)
+    return done

@@ -1,0 +1,48 @@
+"""`aiayn serve`: a translation HTTP API with micro-batching, and a page that shows attention.
+
+from aiayn.serve import ServeSettings, create_app, serve
+serve("runs/quickstart/model", host="127.0.0.1", port=8000)     # blocks; Ctrl-C stops it
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from aiayn.errors import AiaynError
+from aiayn.serve.app import ServeSettings, create_app
+from aiayn.serve.batcher import MicroBatcher
+
+__all__ = ["MicroBatcher", "ServeSettings", "create_app", "serve"]
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket, so that a port in use is a clear one-line error."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as err:
+        raise AiaynError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    return sock
+
+
+def serve(
+    model_dir: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    settings: ServeSettings | None = None,
+    device: str | None = None,
+) -> None:
+    """Load the model directory and serve it until interrupted (127.0.0.1 unless told otherwise)."""
+    import uvicorn
+
+    from aiayn.decode.translator import Translator
+
+    translator = Translator.load(model_dir, device=device)
+    sock = _bind(host, port)
+    app = create_app(translator, settings)
+    url = f"http://{host}:{sock.getsockname()[1]}/"
+    print(f"aiayn serve: {model_dir} on {url} (API docs at {url}docs)", flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

@@ -1,0 +1,1 @@
+"""Training (section 5): loss, learning-rate schedule, checkpoints and the training loop."""

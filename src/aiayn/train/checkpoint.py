@@ -1,0 +1,188 @@
+"""Checkpoints (section 5.2: written at 10-minute intervals) and checkpoint averaging (6.1).
+
+A run directory holds `checkpoints/step_NNNNNN/` with
+
+    model.safetensors   the weights (tied matrices stored once)
+    trainer_state.pt    optimizer, step, data position, RNG states, best dev loss ...: plain
+                        tensors, numbers, strings, lists and dicts only, so that
+                        `torch.load(path, weights_only=True)` reads it without running code
+
+A checkpoint is written into `checkpoints/.tmp-step_NNNNNN/`, each file fsync'ed, then renamed
+into place and the parent directory fsync'ed: a crash at any moment leaves either the whole
+checkpoint or none, and `list_checkpoints` never returns a partial one. The last K are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_model, save_model
+from torch import nn
+
+from aiayn.config import RunConfig
+from aiayn.errors import AiaynError
+from aiayn.model.io import save_model_dir
+from aiayn.model.transformer import Transformer
+
+CHECKPOINTS, WEIGHTS, STATE = "checkpoints", "model.safetensors", "trainer_state.pt"
+RUN_INFO, RUN_CONFIG, RUN_SPM = "run.json", "config.yaml", "spm.model"
+_NAME = re.compile(r"^step_(\d+)$")
+_TMP_PREFIX = ".tmp-"
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step_{step:06d}"
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first (temporary directories are never listed)."""
+    root = Path(run_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        match = _NAME.match(path.name)
+        if match and (path / WEIGHTS).is_file() and (path / STATE).is_file():
+            found.append((int(match.group(1)), path))
+    return [path for _, path in sorted(found)]
+
+
+def remove_partial(run_dir: str | Path) -> list[Path]:
+    """Delete temporary directories that an interrupted save left behind; return them."""
+    root = Path(run_dir) / CHECKPOINTS
+    stale = sorted(root.glob(_TMP_PREFIX + "*")) if root.is_dir() else []
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    return stale
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """The commit point: rename the finished temporary directory into place, fsync the parent."""
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    _fsync_dir(final.parent)
+
+
+def save_checkpoint(run_dir: str | Path, step: int, model: nn.Module, state: dict, keep_last: int) -> Path:
+    """Write checkpoint `step` atomically, delete all but the newest `keep_last`; return its path."""
+    root = Path(run_dir) / CHECKPOINTS
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / checkpoint_name(step)
+    tmp = root / (_TMP_PREFIX + final.name)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    save_model(model, str(tmp / WEIGHTS))
+    _fsync_file(tmp / WEIGHTS)
+    with open(tmp / STATE, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(tmp)
+    _publish(tmp, final)
+    for old in list_checkpoints(run_dir)[: -max(keep_last, 1)]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_checkpoint(path: str | Path, model: nn.Module, device: str | torch.device = "cpu") -> dict:
+    """Load a checkpoint's weights into `model` and return its trainer state (weights_only)."""
+    path = Path(path)
+    try:
+        load_model(model, str(path / WEIGHTS), device=str(device))
+        return torch.load(path / STATE, map_location=device, weights_only=True)
+    except (RuntimeError, OSError, EOFError, SafetensorError, pickle.UnpicklingError) as err:
+        first = str(err).strip().splitlines()[0]
+        raise AiaynError(f"{path}: cannot load checkpoint: {first}") from None
+
+
+def rng_state() -> dict[str, Any]:
+    """Python, numpy and torch (CPU, CUDA) generator states as weights_only-loadable values."""
+    version, internal, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {
+        "python": [version, list(internal), gauss],
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, numpy and torch."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Inverse of `rng_state`."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"].cpu())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+def average_weights(paths: list[Path], model: Transformer) -> Transformer:
+    """Set `model`'s parameters to the mean of the checkpoints' (accumulated in float64)."""
+    if not paths:
+        raise AiaynError("no checkpoints to average")
+    tensors = dict(model.named_parameters()) | dict(model.named_buffers())
+    sums = {name: torch.zeros_like(t, dtype=torch.float64) for name, t in tensors.items()}
+    for path in paths:
+        load_model(model, str(Path(path) / WEIGHTS))
+        for name, t in tensors.items():
+            sums[name] += t.detach().double()
+    with torch.no_grad():
+        for name, t in tensors.items():
+            t.copy_(sums[name] / len(paths))
+    return model
+
+
+def average_run(run_dir: str | Path, last: int | None = None, out_dir: str | Path | None = None) -> Path:
+    """`aiayn average`: the mean of a run's newest `last` checkpoints (default: the run's
+    `average_last`, 5 in the paper's base recipe) as a model directory (default RUN_DIR/model)."""
+    run = Path(run_dir)
+    if not (run / RUN_CONFIG).is_file():
+        raise AiaynError(f"{run}: not a run directory (no {RUN_CONFIG})")
+    config = RunConfig.from_yaml(run / RUN_CONFIG)
+    last = config.train.average_last if last is None else last
+    if last < 1:
+        raise AiaynError(f"--last must be at least 1, got {last}")
+    paths = list_checkpoints(run)[-last:]
+    if not paths:
+        raise AiaynError(f"{run}: no checkpoints in {run / CHECKPOINTS}")
+    model = average_weights(paths, Transformer(config.model))
+    info = json.loads((run / RUN_INFO).read_text()) if (run / RUN_INFO).is_file() else {}
+    langs = {k: info[k] for k in ("src_lang", "tgt_lang") if info.get(k)}
+    averaged = [p.name for p in paths]
+    spm = run / RUN_SPM if (run / RUN_SPM).is_file() else None
+    return save_model_dir(model, out_dir or run / "model", spm_path=spm, averaged=averaged, **langs)

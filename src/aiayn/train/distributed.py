@@ -1,0 +1,66 @@
+"""One process or many: the device, the rank and the collectives the training loop needs.
+
+Under `torchrun` (RANK / WORLD_SIZE / LOCAL_RANK in the environment) the process group is set
+up with nccl on GPUs and gloo on CPUs; alone, the same calls reduce to no-ops. Only rank 0
+writes files.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def pick_device(local_rank: int = 0) -> torch.device:
+    """cuda:<local_rank> when a GPU is there, else the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def setup(device: str | None = None) -> DistEnv:
+    """Read torchrun's environment, start the process group if there is more than one rank."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    dev = torch.device(device) if device else pick_device(local_rank)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    if world_size > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo")
+    return DistEnv(rank=rank, world_size=world_size, device=dev)
+
+
+def teardown(env: DistEnv) -> None:
+    if env.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce(tensor: torch.Tensor, env: DistEnv, op: str = "sum") -> torch.Tensor:
+    """Sum (or max) a tensor over ranks in place; the identity for one process."""
+    if env.distributed:
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM)
+    return tensor
+
+
+def barrier(env: DistEnv) -> None:
+    if env.distributed:
+        dist.barrier()

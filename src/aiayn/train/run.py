@@ -1,0 +1,156 @@
+"""The run directory: resolved config, run metadata, resume detection and `--init-from`.
+
+RUN_DIR/config.yaml      the RunConfig actually used (vocab_size from the data's spm.model)
+RUN_DIR/run.json         the data directory, languages, world size, the model started from
+RUN_DIR/spm.model        a copy of the data's SentencePiece model (for `aiayn average`)
+RUN_DIR/checkpoints/     see checkpoint.py
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import shutil
+from pathlib import Path
+
+import yaml
+from safetensors.torch import load_file, load_model
+
+from aiayn.config import ModelConfig, RunConfig, apply_overrides
+from aiayn.errors import AiaynError
+from aiayn.model.io import SPM_FILE, WEIGHTS_FILE, read_config
+from aiayn.model.transformer import Transformer
+from aiayn.train.checkpoint import RUN_CONFIG, RUN_INFO, RUN_SPM
+
+
+def data_vocab_size(data_dir: Path) -> int:
+    """The vocabulary size of a data directory's SentencePiece model."""
+    from aiayn.data.tokenizer import Tokenizer
+
+    spm = data_dir / SPM_FILE
+    if not spm.is_file():
+        raise AiaynError(f"{data_dir}: not a data directory (no {SPM_FILE}); run `aiayn prepare` first")
+    return Tokenizer.load(spm).vocab_size
+
+
+def resolve_config(data_dir: Path, config: RunConfig) -> RunConfig:
+    """Set the model's vocab_size from the data's spm.model."""
+    vocab = data_vocab_size(data_dir)
+    return RunConfig(model=config.model.replace(vocab_size=vocab), train=config.train, decode=config.decode)
+
+
+def _model_differences(a: ModelConfig, b: ModelConfig) -> list[str]:
+    da, db = a.to_dict(), b.to_dict()
+    return [f"{k}: {da[k]!r} vs {db[k]!r}" for k in da if da[k] != db[k]]
+
+
+def check_resume_config(run_dir: Path, config: RunConfig) -> None:
+    """A run resumes with the model it started with; training settings (budgets) may change."""
+    path = run_dir / RUN_CONFIG
+    if not path.is_file():
+        return
+    saved = RunConfig.from_yaml(path).model
+    diffs = _model_differences(saved, config.model)
+    if diffs:
+        raise AiaynError(
+            f"{run_dir} holds checkpoints of a different model ({'; '.join(diffs)}); "
+            "use a new --out directory or the run's own config.yaml"
+        )
+
+
+def write_run_files(run_dir: Path, data_dir: Path, config: RunConfig, world_size: int, init_from) -> None:
+    """config.yaml, run.json and spm.model (rank 0 only)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config.to_yaml(run_dir / RUN_CONFIG)
+    shutil.copyfile(data_dir / SPM_FILE, run_dir / RUN_SPM)
+    meta_path = data_dir / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    info = {
+        "data_dir": str(data_dir.resolve()),
+        "src_lang": meta.get("src_lang"),
+        "tgt_lang": meta.get("tgt_lang"),
+        "world_size": world_size,
+        "init_from": str(Path(init_from).resolve()) if init_from else None,
+    }
+    (run_dir / RUN_INFO).write_text(json.dumps(info, indent=2) + "\n")
+
+
+def load_init_weights(model: Transformer, model_dir: str | Path, data_dir: Path) -> None:
+    """`--init-from`: copy an existing model directory's weights into `model` (fine-tuning).
+
+    The vocabulary must be the data's (same size and, if the model directory has one, the same
+    SentencePiece model) and every weight must have the shape the run's config gives it.
+    """
+    model_dir = Path(model_dir)
+    config, _ = read_config(model_dir)
+    if config.vocab_size != model.config.vocab_size:
+        raise AiaynError(
+            f"--init-from {model_dir}: its vocabulary has {config.vocab_size} pieces but "
+            f"{data_dir / SPM_FILE} has {model.config.vocab_size}; prepare the data with its spm.model"
+        )
+    spm = model_dir / SPM_FILE
+    if spm.is_file() and not filecmp.cmp(spm, data_dir / SPM_FILE, shallow=False):
+        raise AiaynError(
+            f"--init-from {model_dir}: its {SPM_FILE} differs from {data_dir / SPM_FILE}; "
+            "the token ids would mean different pieces"
+        )
+    weights = load_file(str(model_dir / WEIGHTS_FILE))
+    own = model.state_dict()
+    for name, tensor in weights.items():
+        if name not in own:
+            raise AiaynError(f"--init-from {model_dir}: weight {name} has no place in this model's config")
+        if tuple(tensor.shape) != tuple(own[name].shape):
+            differences = ", ".join(_model_differences(config, model.config))
+            raise AiaynError(
+                f"--init-from {model_dir}: {name} has shape {tuple(tensor.shape)} there but "
+                f"{tuple(own[name].shape)} in this config ({differences})"
+            )
+    try:
+        load_model(model, str(model_dir / WEIGHTS_FILE), strict=True)
+    except RuntimeError as err:
+        raise AiaynError(
+            f"--init-from {model_dir}: weights do not fit this model: {str(err).splitlines()[-1]}"
+        ) from None
+
+
+def _read_run_config(path: Path) -> RunConfig:
+    if not path.is_file():
+        raise AiaynError(f"{path}: no such config file")
+    try:
+        return RunConfig.from_yaml(path)
+    except yaml.YAMLError as err:
+        raise AiaynError(f"{path}: invalid YAML: {str(err).splitlines()[0]}") from None
+    except TypeError as err:
+        raise AiaynError(f"{path}: invalid config: {err}") from None
+
+
+def build_run_config(
+    run_dir: str | Path,
+    *,
+    preset: str | None = None,
+    config_file: str | Path | None = None,
+    init_from: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    max_steps: int | None = None,
+    minutes: float | None = None,
+    seed: int | None = None,
+) -> RunConfig:
+    """What `aiayn train` trains with. The base config is, in this order: `config_file`; `preset`;
+    the run directory's own config.yaml (a resume); the `init_from` model's architecture; the
+    paper's base model. Then `key=value` overrides, then the --max-steps/--minutes/--seed shortcuts.
+    """
+    saved = Path(run_dir) / RUN_CONFIG
+    if config_file is not None:
+        config = _read_run_config(Path(config_file))
+    elif preset is not None:
+        config = RunConfig(model=ModelConfig.preset(preset))
+    elif saved.is_file():
+        config = _read_run_config(saved)
+    elif init_from is not None:
+        config = RunConfig(model=read_config(init_from)[0])
+    else:
+        config = RunConfig(model=ModelConfig.preset("base"))
+    model, train, decode = apply_overrides([config.model, config.train, config.decode], list(overrides))
+    shortcuts = {"max_steps": max_steps, "minutes": minutes, "seed": seed}
+    train = train.replace(**{k: v for k, v in shortcuts.items() if v is not None})
+    return RunConfig(model=model, train=train, decode=decode)

@@ -1,0 +1,128 @@
+"""`aiayn translate` and `aiayn evaluate` on the toy model."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sacrebleu
+from toy_translator import toy_pairs
+
+from aiayn.cli import main
+from aiayn.decode.stream import read_chunks
+
+
+def test_translate_file_to_file_keeps_order_and_empty_lines(toy_model_dir, tmp_path, capsys):
+    lines = [s for s, _ in toy_pairs(9, seed=5)]
+    lines[3:3] = ["", "   "]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code = main(
+        ["translate", str(toy_model_dir), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt")]
+    )
+    assert code == 0
+    out = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")
+    assert out[-1] == "" and len(out) - 1 == len(lines)
+    assert out[3] == "" and out[4] == ""
+    from aiayn.decode.translator import Translator
+
+    expected = Translator.load(toy_model_dir, "cpu").translate(lines)
+    assert out[:-1] == expected
+
+
+def test_nbest_tsv(toy_model_dir, tmp_path):
+    (tmp_path / "in.txt").write_text("el gato\n\nagua verde\n", encoding="utf-8")
+    out = tmp_path / "out.tsv"
+    assert (
+        main(
+            ["translate", str(toy_model_dir), "-i", str(tmp_path / "in.txt"), "-o", str(out), "--nbest", "3"]
+        )
+        == 0
+    )
+    rows = [r.split("\t") for r in out.read_text(encoding="utf-8").splitlines()]
+    assert all(len(r) == 5 for r in rows)
+    assert [(r[0], r[1]) for r in rows] == [
+        ("1", "1"),
+        ("1", "2"),
+        ("1", "3"),
+        ("2", "1"),
+        ("3", "1"),
+        ("3", "2"),
+        ("3", "3"),
+    ]
+    assert rows[3][2:] == ["0.0000", "0.0000", ""]
+    scores = [float(r[2]) for r in rows[:3]]
+    assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.slow
+def test_translate_streams_stdin_to_stdout_in_a_subprocess(toy_model_dir, tmp_path):
+    lines = [s for s, _ in toy_pairs(5, seed=9)] + ["", " ".join(["sol"] * 1500)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "aiayn", "translate", str(toy_model_dir), "--beam", "2", "--max-len-a", "0"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.split("\n")
+    assert len(out) - 1 == len(lines) and out[5] == ""
+    assert "warning: <stdin>:7: 1501 tokens; only the first 1024 are translated" in proc.stderr
+
+
+def test_read_chunks_keeps_order_and_reports_bad_utf8():
+    data = io.BytesIO(b"a\nb\r\n\nc")
+    assert [x for chunk in read_chunks(data, max_lines=2) for x in chunk] == ["a", "b", "", "c"]
+    chunks = read_chunks(io.BytesIO(b"ok\n\xff\xfe\n"), name="in.txt")
+    with pytest.raises(Exception, match=r"in.txt:2: invalid UTF-8"):
+        list(chunks)
+
+
+def test_translate_errors_are_one_line(toy_model_dir, tmp_path, capsys):
+    assert main(["translate", str(tmp_path / "nope")]) == 2
+    assert main(["translate", str(toy_model_dir), "-i", str(tmp_path / "missing.txt")]) == 2
+    assert main(["translate", str(toy_model_dir), "--beam", "2", "--nbest", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("aiayn translate: error: ") for line in err)
+    assert "not a model directory" in err[0] and "missing.txt" in err[1] and "n_best" in err[2]
+
+
+def test_evaluate_model_on_a_split(toy_model_dir, toy_data_dir, tmp_path, capsys):
+    out = tmp_path / "eval"
+    code = main(
+        [
+            "evaluate",
+            str(toy_model_dir),
+            str(toy_data_dir),
+            "--split",
+            "test",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("BLEU|nrefs:1|") and printed[1].startswith("chrF2|nrefs:1|")
+    scores = json.loads((out / "scores.json").read_text())
+    hyps = (out / "test.hyp").read_text(encoding="utf-8").splitlines()
+    refs = (toy_data_dir / "raw" / "test.tgt").read_text(encoding="utf-8").splitlines()
+    assert len(hyps) == len(refs) == scores["n_sentences"]
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-3)
+    assert scores["bleu"] > 40  # the toy model has learnt its word-for-word task
+    assert scores["decode"]["beam_size"] == 4
+
+
+def test_evaluate_files(toy_data_dir, tmp_path, capsys):
+    ref = toy_data_dir / "raw" / "test.tgt"
+    assert main(["evaluate", "--hyp", str(ref), "--ref", str(ref), "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "= 100.00" in printed.splitlines()[0]
+    assert json.loads((tmp_path / "scores.json").read_text())["chrf"] == pytest.approx(100.0)
+    assert main(["evaluate", "--hyp", str(ref)]) == 2
+    assert main(["evaluate", "--hyp", str(ref), "--ref", str(tmp_path / "none.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "either MODEL_DIR DATA_DIR" in err and "none.txt: no such file" in err

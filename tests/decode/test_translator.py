@@ -1,0 +1,95 @@
+"""Translator: text in, text out, in input order, with the toy word-for-word model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from toy_translator import toy_pairs
+
+from aiayn.decode.translator import Translation, Translator, load_tokenizer, token_batches
+from aiayn.errors import AiaynError
+
+
+@pytest.fixture(scope="module")
+def translator(toy_model_dir) -> Translator:
+    return Translator.load(toy_model_dir, device="cpu")
+
+
+def test_load_exposes_model_tokenizer_config(translator, toy_model_dir):
+    assert translator.model.training is False
+    assert translator.config.d_model == 32
+    assert translator.info["src_lang"] == "es"
+    assert translator.tokenizer.path == toy_model_dir / "spm.model"
+
+
+def test_translates_the_toy_language(translator):
+    pairs = toy_pairs(30, seed=11)
+    out = translator.translate([s for s, _ in pairs])
+    correct = sum(o == ref for o, (_, ref) in zip(out, pairs, strict=True))
+    assert correct >= 15, list(zip(out, pairs, strict=True))
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_batched_equals_one_at_a_time_in_input_order(translator, beam):
+    texts = [s for s, _ in toy_pairs(12, seed=3)] + ["", "agua"]
+    together = translator.translate(texts, beam_size=beam, batch_tokens=20)  # several batches
+    alone = [translator.translate([t], beam_size=beam)[0] for t in texts]
+    assert together == alone
+    assert together[-2] == ""
+
+
+def test_nbest_with_scores(translator):
+    texts = ["el perro come", "", "sol"]
+    results = translator.translate(texts, beam_size=5, n_best=3)
+    assert [len(r) for r in results] == [3, 1, 3]
+    assert results[1][0] == Translation("", 0.0, 0.0, [])
+    for hyps in (results[0], results[2]):
+        assert all(isinstance(h, Translation) for h in hyps)
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        assert len({h.text for h in hyps}) == 3
+    best = translator.translate(texts, beam_size=5)
+    assert best == [r[0].text for r in results]
+    assert translator.translate(texts, beam_size=5, return_scores=True)[0][0] == results[0][0]
+
+
+def test_a_very_long_line_is_truncated_with_a_warning(translator):
+    text = " ".join(["agua"] * 3000)
+    with pytest.warns(UserWarning, match="only its first 1024"):
+        (out,) = translator.translate([text], beam_size=2, max_len_b=5)
+    assert len(out.split()) <= 1024 + 5
+    calls = []
+    translator.translate(["agua", text], beam_size=1, max_len_a=0.0, on_truncate=lambda *a: calls.append(a))
+    assert len(calls) == 1 and calls[0][0] == 1 and calls[0][2] == 1024
+
+
+def test_bad_arguments(translator):
+    with pytest.raises(AiaynError, match="list of texts"):
+        translator.translate("el perro")
+    with pytest.raises(AiaynError, match="n_best"):
+        translator.translate(["el"], beam_size=2, n_best=3)
+    with pytest.raises(AiaynError, match="unknown tokenizer"):
+        load_tokenizer("somewhere", {"tokenizer": {"type": "wordpiece"}})
+
+
+def test_attention_of_a_translation(translator):
+    maps = translator.attention("el perro come")
+    assert maps["translation"] == translator.translate(["el perro come"])[0]
+    s, t = len(maps["src_tokens"]), len(maps["tgt_tokens"])
+    assert maps["src_tokens"][-1] == "</s>" and maps["tgt_tokens"][-1] == "</s>"
+    assert "".join(maps["tgt_tokens"][:-1]).replace("\u2581", " ").strip() == maps["translation"]
+    heads, layers = translator.config.n_heads, translator.config.n_layers
+    for kind, shape in (("encoder", (heads, s, s)), ("decoder", (heads, t, t)), ("cross", (heads, t, s))):
+        assert len(maps[kind]) == layers
+        for w in maps[kind]:
+            assert tuple(w.shape) == shape
+            torch.testing.assert_close(w.sum(-1), torch.ones(shape[:2]))  # each row a distribution
+    assert torch.all(maps["decoder"][0].triu(1) == 0)  # causal
+
+
+def test_token_batches_pack_by_padded_size():
+    lengths = [5, 1, 9, 3, 3, 7, 2]
+    batches = token_batches(lengths, batch_tokens=12)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for b in batches:
+        assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 12
+    assert token_batches([50], 10) == [[0]]  # too long for any batch: alone

@@ -1,0 +1,116 @@
+"""export-hf: aiayn models load in transformers' MarianMTModel with equal logits (interleaved sin/cos
+included, through the model-dimension permutation), and MarianTokenizer reproduces aiayn's ids."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from marian_helpers import SOURCE_WORDS, TARGET_WORDS, quiet_sacremoses, synthetic_text
+
+from aiayn.cli import main
+from aiayn.config import ModelConfig
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.errors import AiaynError
+from aiayn.interop.hf_export import export_hf
+from aiayn.interop.marian_import import import_marian
+from aiayn.interop.weights import concat_permutation, permute_model_dim
+from aiayn.model.io import load_model_dir, save_model_dir
+from aiayn.model.transformer import Transformer
+
+transformers = pytest.importorskip("transformers", reason="needs transformers (pip install transformers)")
+
+TEXTS = synthetic_text(SOURCE_WORDS + TARGET_WORDS, 300, 3)
+CONFIGS = {
+    "paper-default": dict(),  # interleaved sin/cos, relu, tie all, scaled embeddings
+    "concat-untied-separate": dict(
+        sinusoid_layout="concat", tie_embeddings="none", src_vocab_size=70, activation="gelu",
+        final_logits_bias=True, n_decoder_layers=2,
+    ),
+    "tie-decoder-swish": dict(tie_embeddings="decoder", activation="swish", scale_embedding=False),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def spm_model(tmp_path_factory):
+    return Tokenizer.train(TEXTS, tmp_path_factory.mktemp("spm") / "spm.model", vocab_size=64)
+
+
+def random_model(tmp_path, spm_model, **overrides) -> Transformer:
+    base = dict(vocab_size=spm_model.vocab_size, d_model=32, d_ff=64, n_heads=4, n_layers=2)
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(**(base | overrides))).eval()
+    with torch.no_grad():  # LayerNorms and biases away from 1 / 0 so that every mapping matters
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.normal_(0.0, 0.5)
+    save_model_dir(model, tmp_path / "model", spm_model.path)
+    return model
+
+
+def batch(config: ModelConfig):
+    g = torch.Generator().manual_seed(2)
+    src = torch.randint(4, config.source_vocab_size, (3, 8), generator=g)
+    for row, n in enumerate([8, 4, 2]):
+        src[row, n - 1] = config.eos_id
+        src[row, n:] = config.pad_id
+    tgt_in = torch.randint(4, config.vocab_size, (3, 6), generator=g)
+    tgt_in[:, 0] = config.start_id
+    return src, tgt_in
+
+
+def hf_logits(hf_dir, src, tgt_in, pad_id):
+    hf = transformers.MarianMTModel.from_pretrained(hf_dir).eval()
+    with torch.no_grad():
+        return hf(input_ids=src, attention_mask=src.ne(pad_id), decoder_input_ids=tgt_in).logits
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_exported_logits_equal(tmp_path, spm_model, name):
+    model = random_model(tmp_path, spm_model, **CONFIGS[name])
+    src, tgt_in = batch(model.config)
+    with torch.no_grad():
+        expected = model(src, tgt_in)  # (batch, tgt_len, vocab)
+    out = export_hf(tmp_path / "model", tmp_path / "hf")
+    assert expected.abs().max() > 1.0
+    torch.testing.assert_close(hf_logits(out, src, tgt_in, model.config.pad_id), expected, atol=1e-4, rtol=0)
+    # and back: import-marian of the export computes the same function again
+    back, _ = load_model_dir(import_marian(out, tmp_path / "back"))
+    assert back.config.tie_embeddings == model.config.tie_embeddings
+    with torch.no_grad():
+        torch.testing.assert_close(back(src, tgt_in), expected, atol=1e-4, rtol=0)
+
+
+def test_permutation_turns_interleaved_into_concat(tmp_path, spm_model):
+    model = random_model(tmp_path, spm_model)
+    state = permute_model_dim(model.state_dict(), concat_permutation(model.config.d_model))
+    permuted = Transformer(model.config.replace(sinusoid_layout="concat")).eval()
+    permuted.load_state_dict(state)
+    src, tgt_in = batch(model.config)
+    with torch.no_grad():
+        torch.testing.assert_close(permuted(src, tgt_in), model(src, tgt_in), atol=1e-5, rtol=0)
+        # without the permutation the concat layout computes something else
+        model_concat = Transformer(model.config.replace(sinusoid_layout="concat")).eval()
+        model_concat.load_state_dict(model.state_dict())
+        assert (model_concat(src, tgt_in) - model(src, tgt_in)).abs().max() > 1e-2
+
+
+def test_marian_tokenizer_reads_the_export(tmp_path, spm_model):
+    random_model(tmp_path, spm_model)
+    assert main(["export-hf", str(tmp_path / "model"), str(tmp_path / "hf")]) == 0
+    with quiet_sacremoses():
+        theirs = transformers.MarianTokenizer.from_pretrained(tmp_path / "hf")
+    texts = TEXTS[:20] + ["Unseen Wörds!"]
+    eos = ModelConfig().eos_id
+    assert theirs(texts)["input_ids"] == [ids + [eos] for ids in spm_model.encode(texts)]
+    ids = [ids + [eos, 0, 0] for ids in spm_model.encode(texts[:20])]
+    assert theirs.batch_decode(ids, skip_special_tokens=True) == spm_model.decode(ids)
+
+
+def test_inexpressible_models_are_refused(tmp_path, spm_model, capsys):
+    random_model(tmp_path, spm_model, norm_first=True, positions="learned", layer_norm_eps=1e-6)
+    with pytest.raises(AiaynError) as err:
+        export_hf(tmp_path / "model", tmp_path / "hf")
+    for part in ("pre-norm", "final LayerNorm", "learned positions", "layer_norm_eps=1e-06"):
+        assert part in str(err.value)
+    assert main(["export-hf", str(tmp_path / "model"), str(tmp_path / "hf")]) == 2
+    assert "Marian cannot express" in capsys.readouterr().err

@@ -1,0 +1,127 @@
+"""import-marian: random-initialised MarianMTModels of several shapes give HF's logits in aiayn."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from marian_helpers import make_marian
+from safetensors.torch import load_file
+
+from aiayn.cli import main
+from aiayn.errors import AiaynError
+from aiayn.interop.marian_import import import_marian
+from aiayn.model.io import load_model_dir
+
+transformers = pytest.importorskip("transformers", reason="needs transformers (pip install transformers)")
+
+SHAPES = {
+    "swish-shared-scaled": dict(d_model=32, heads=2, ffn=64, enc_layers=2, dec_layers=1, activation="swish"),
+    "gelu-separate-unscaled": dict(
+        d_model=64, heads=4, ffn=48, enc_layers=1, dec_layers=2, activation="gelu", scale_embedding=False
+    ),
+    "relu-untied-output": dict(d_model=32, heads=4, ffn=32, enc_layers=1, dec_layers=1, activation="relu"),
+}
+VOCAB = {"swish-shared-scaled": "shared", "gelu-separate-unscaled": "separate"}  # default: shared
+TIE = {"swish-shared-scaled": "all", "gelu-separate-unscaled": "decoder", "relu-untied-output": "none"}
+
+
+def padded_batch(src_vocab: int, tgt_vocab: int, pad: int, start: int, eos: int = 0):
+    """Right-padded sources (pieces + EOS) and decoder inputs (start + pieces), as generate builds them."""
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(3, src_vocab, (3, 9), generator=g)
+    src[src == pad] = 3
+    lengths = [9, 5, 2]
+    for row, n in enumerate(lengths):
+        src[row, n - 1] = eos
+        src[row, n:] = pad
+    tgt_in = torch.randint(3, tgt_vocab, (3, 7), generator=g)
+    tgt_in[tgt_in == pad] = 3
+    tgt_in[:, 0] = start
+    return src, tgt_in
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_logits_equal_hf(tokenizer_files, tmp_path, shape):
+    kwargs = dict(SHAPES[shape], tie_word_embeddings=shape != "relu-untied-output")
+    hf_dir = make_marian(tmp_path / "hf", tokenizer_files[VOCAB.get(shape, "shared")], **kwargs)
+    model, info = load_model_dir(import_marian(hf_dir, tmp_path / "aiayn"))
+    config = model.config
+    assert config.tie_embeddings == TIE[shape]
+    assert info["tokenizer"]["type"] == "marian" and config.sinusoid_layout == "concat"
+    hf = transformers.MarianMTModel.from_pretrained(hf_dir).eval()
+    src, tgt_in = padded_batch(config.source_vocab_size, config.vocab_size, config.pad_id, config.start_id)
+    with torch.no_grad():
+        expected = hf(input_ids=src, attention_mask=src.ne(config.pad_id), decoder_input_ids=tgt_in).logits
+        actual = model(src, tgt_in)  # (batch, tgt_len, vocab)
+    assert expected.abs().max() > 1.0  # a real comparison, not two tiny numbers
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=0)
+
+
+def test_cli_and_pytorch_bin(tokenizer_files, tmp_path, capsys):
+    """Legacy pickled weights are read with weights_only=True; the CLI writes the same model."""
+    hf_dir = make_marian(tmp_path / "hf", tokenizer_files["shared"])
+    torch.save(load_file(hf_dir / "model.safetensors"), hf_dir / "pytorch_model.bin")  # as older OPUS-MT
+    (hf_dir / "model.safetensors").unlink()
+    assert main(["import-marian", str(hf_dir), str(tmp_path / "out")]) == 0
+    assert "wrote" in capsys.readouterr().out
+    model, _ = load_model_dir(tmp_path / "out")
+    hf = transformers.MarianMTModel.from_pretrained(hf_dir).eval()
+    torch.testing.assert_close(model.output_bias, hf.final_logits_bias[0], atol=0, rtol=0)
+    torch.testing.assert_close(model.tgt_embed.weight, hf.model.shared.weight, atol=0, rtol=0)
+
+
+def test_sharded_safetensors(tokenizer_files, tmp_path):
+    hf_dir = make_marian(tmp_path / "hf", tokenizer_files["shared"], max_shard_size="20KB")
+    assert (hf_dir / "model.safetensors.index.json").is_file()
+    model, _ = load_model_dir(import_marian(hf_dir, tmp_path / "out"))
+    hf = transformers.MarianMTModel.from_pretrained(hf_dir).eval()
+    torch.testing.assert_close(
+        model.decoder.layers[0].ffn.linear2.weight, hf.model.decoder.layers[0].fc2.weight, atol=0, rtol=0
+    )
+
+
+def edit_config(hf_dir, **changes):
+    path = hf_dir / "config.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | changes))
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(model_type="bart"), "model_type is 'bart', not 'marian'"),
+        (dict(decoder_attention_heads=4), "encoder_attention_heads=2 differs from decoder_attention_heads=4"),
+        (dict(activation_function="tanh"), "activation_function='tanh' is not relu/gelu/swish"),
+        (dict(eos_token_id=[0, 1]), r"eos_token_id=\[0, 1\]"),
+    ],
+)
+def test_inexpressible_configs_are_refused(tokenizer_files, tmp_path, changes, message):
+    hf_dir = make_marian(tmp_path / "hf", tokenizer_files["shared"])
+    edit_config(hf_dir, **changes)
+    with pytest.raises(AiaynError, match=message):
+        import_marian(hf_dir, tmp_path / "out")
+
+
+def test_missing_files(tokenizer_files, tmp_path, capsys):
+    hf_dir = make_marian(tmp_path / "hf", tokenizer_files["shared"])
+    (hf_dir / "target.spm").unlink()
+    assert main(["import-marian", str(hf_dir), str(tmp_path / "out")]) == 2
+    assert "missing tokenizer file(s) target.spm" in capsys.readouterr().err
+    (hf_dir / "model.safetensors").unlink()
+    with pytest.raises(AiaynError, match="no model.safetensors or pytorch_model.bin"):
+        import_marian(hf_dir, tmp_path / "out")
+    with pytest.raises(AiaynError, match="no config.json"):
+        import_marian(tmp_path, tmp_path / "out")
+
+
+class Payload:
+    """Not a tensor: a pickle that would run code on load without weights_only."""
+
+
+def test_pickled_objects_are_refused(tokenizer_files, tmp_path):
+    hf_dir = make_marian(tmp_path / "hf", tokenizer_files["shared"])
+    (hf_dir / "model.safetensors").unlink()
+    torch.save({"model.shared.weight": Payload()}, hf_dir / "pytorch_model.bin")
+    with pytest.raises(AiaynError, match="cannot be read as plain tensors"):
+        import_marian(hf_dir, tmp_path / "out")

@@ -1,0 +1,37 @@
+"""`aiayn serve` failures that a user can fix: one line on stderr, exit status 2, no traceback."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from aiayn.cli import main
+
+
+def test_port_in_use(tiny_model_dir, capsys):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", str(tiny_model_dir), "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"aiayn serve: error: cannot listen on 127.0.0.1:{port}: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--max-batch", "0"], "max_batch must be positive, got 0"),
+        (["--timeout", "-1"], "timeout must be positive, got -1.0"),
+        (["--batch-wait-ms", "-5"], "batch_wait_ms must be >= 0, got -5.0"),
+    ],
+)
+def test_bad_settings(tmp_path, capsys, flags, message):
+    assert main(["serve", str(tmp_path), *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_not_a_model_dir(tmp_path, capsys):
+    assert main(["serve", str(tmp_path / "nothing"), "--port", "0"]) == 2
+    assert "not a model directory" in capsys.readouterr().err

@@ -1,0 +1,58 @@
+"""DDP under torchrun: 2 CPU processes (gloo) end with the weights of 1 process with accumulation 2."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from aiayn.train.trainer import train
+from conftest import tiny_config
+
+ROOT = Path(__file__).parent.parent.parent
+
+
+@pytest.mark.slow
+def test_two_ranks_equal_one_rank_with_accumulation_two(data_dir, tmp_path):
+    # Dropout off: the ranks draw different masks. adam_eps 1e-6: the key projections' biases have a
+    # true gradient of exactly 0 (softmax ignores a constant shift), and with eps 1e-9 Adam would
+    # turn the ~1e-11 float noise of a different summation order into full-size steps.
+    config = tiny_config(max_steps=5, accumulation=1, eval_every=2, adam_eps=1e-6)
+    config = config.replace(model=config.model.replace(dropout=0.0))
+    config_file = tmp_path / "ddp.yaml"
+    config.to_yaml(config_file)
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "aiayn",
+        "train",
+        str(data_dir),
+        "--out",
+        str(tmp_path / "ddp"),
+        "--config",
+        str(config_file),
+        "--no-progress",
+        "--device",
+        "cpu",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    single = train(
+        data_dir, tmp_path / "one", config.replace(train=config.train.replace(accumulation=2)), progress=False
+    )
+    ddp = load_file(str(tmp_path / "ddp" / "checkpoints" / "step_000005" / "model.safetensors"))
+    one = load_file(str(single.checkpoint / "model.safetensors"))
+    assert ddp.keys() == one.keys()
+    for name in one:
+        torch.testing.assert_close(ddp[name], one[name], rtol=0, atol=1e-5)
+    dev = lambda run: [line for line in (run / "metrics.jsonl").read_text().splitlines() if '"dev"' in line]  # noqa: E731
+    assert len(dev(tmp_path / "ddp")) == len(dev(tmp_path / "one")) == 2

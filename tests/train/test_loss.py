@@ -1,0 +1,63 @@
+"""Label-smoothed cross entropy against an independent float64 computation and PyTorch's kernel."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from aiayn.train.loss import LabelSmoothedCrossEntropy, label_smoothed_nll
+
+PAD = 0
+
+
+def reference(logits, target, epsilon):
+    """Build the smoothed distribution explicitly: 1 - eps + eps/V on the reference, eps/V elsewhere."""
+    logits, vocab = logits.double().reshape(-1, logits.size(-1)), logits.size(-1)
+    target = target.reshape(-1)
+    logp = torch.log_softmax(logits, dim=-1)
+    q = torch.full_like(logp, epsilon / vocab)
+    q[torch.arange(len(target)), target] += 1.0 - epsilon
+    real = target != PAD
+    loss = -(q * logp).sum(-1)[real].sum()
+    nll = -logp[torch.arange(len(target)), target][real].sum()
+    return loss, nll
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+def test_matches_float64_reference(epsilon):
+    logits = torch.randn(3, 7, 50) * 3
+    target = torch.randint(1, 50, (3, 7))
+    target[0, 5:] = PAD
+    target[2, 2:] = PAD
+    loss, nll = label_smoothed_nll(logits, target, epsilon, PAD)
+    ref_loss, ref_nll = reference(logits, target, epsilon)
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss.double(), ref_loss, rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(nll.double(), ref_nll, rtol=1e-6, atol=1e-5)
+
+
+def test_equals_torch_label_smoothing_over_v_classes():
+    logits = torch.randn(40, 30)
+    target = torch.randint(0, 30, (40,))
+    loss, _ = label_smoothed_nll(logits, target, 0.1, PAD)
+    expected = F.cross_entropy(logits, target, ignore_index=PAD, label_smoothing=0.1, reduction="sum")
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_padding_contributes_nothing_and_gradient_matches():
+    logits = torch.randn(2, 5, 20, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([[4, 5, 6, 0, 0], [7, 8, 9, 10, 3]])
+    loss, _ = LabelSmoothedCrossEntropy(0.1, PAD)(logits, target)
+    loss.backward()
+    assert torch.all(logits.grad[0, 3:] == 0)
+    ref = logits.detach().clone().requires_grad_(True)
+    reference(ref, target, 0.1)[0].backward()
+    torch.testing.assert_close(logits.grad, ref.grad)
+
+
+def test_bf16_logits_are_summed_in_fp32():
+    logits = torch.randn(4, 9, 64)
+    target = torch.randint(1, 64, (4, 9))
+    loss16, _ = label_smoothed_nll(logits.bfloat16(), target, 0.1, PAD)
+    ref, _ = reference(logits.bfloat16().float(), target, 0.1)
+    assert loss16.dtype == torch.float32
+    torch.testing.assert_close(loss16.double(), ref, rtol=1e-5, atol=1e-3)

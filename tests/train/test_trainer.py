@@ -1,0 +1,169 @@
+"""The training loop: exact resume, loss normalisation, stopping rules, non-finite losses, init-from."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from aiayn.errors import AiaynError
+from aiayn.model.io import load_model_dir
+from aiayn.model.transformer import Transformer
+from aiayn.train import trainer as trainer_module
+from aiayn.train.checkpoint import average_run, list_checkpoints
+from aiayn.train.trainer import train
+from conftest import tiny_config
+
+
+def weights(checkpoint_dir):
+    return load_file(str(checkpoint_dir / "model.safetensors"))
+
+
+@pytest.mark.slow
+def test_resume_is_bitwise_exact(data_dir, tmp_path):
+    # dropout on, 2 micro-batches per update, a dev evaluation every 3 steps, an epoch boundary
+    config = tiny_config(accumulation=2, eval_every=3)
+    straight = train(
+        data_dir, tmp_path / "a", config.replace(train=config.train.replace(max_steps=10)), progress=False
+    )
+    first = train(
+        data_dir, tmp_path / "b", config.replace(train=config.train.replace(max_steps=5)), progress=False
+    )
+    resumed = train(
+        data_dir, tmp_path / "b", config.replace(train=config.train.replace(max_steps=10)), progress=False
+    )
+    assert (first.step, resumed.start_step, resumed.step) == (5, 5, 10)
+    state = torch.load(resumed.checkpoint / "trainer_state.pt", weights_only=True)
+    assert state["loop"]["epoch"] >= 1, "the test should cross an epoch boundary"
+    a, b = weights(straight.checkpoint), weights(resumed.checkpoint)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], weights(first.checkpoint)[k]) for k in a)
+    # metrics.jsonl of the resumed run holds each step once, as the straight run's does
+    assert train_steps(tmp_path / "b") == train_steps(tmp_path / "a")
+
+
+def train_steps(run):
+    return [r["step"] for r in map(json.loads, (run / "metrics.jsonl").open()) if r["kind"] == "train"]
+
+
+def test_accumulated_update_equals_one_big_batch(data_dir, tmp_path):
+    """Loss normalisation: the sum over both micro-batches' tokens / their total, one Adam step."""
+    from aiayn.data.batching import TokenBatchSampler, collate
+    from aiayn.data.dataset import TokenDataset
+    from aiayn.train.loss import label_smoothed_nll
+    from aiayn.train.schedule import learning_rate
+
+    config = tiny_config(accumulation=2, max_steps=1)
+    config = config.replace(model=config.model.replace(dropout=0.0))
+    result = train(data_dir, tmp_path / "run", config, progress=False)
+
+    cfg = result_config = config.replace(model=config.model.replace(vocab_size=_vocab(data_dir)))
+    torch.manual_seed(cfg.train.seed)
+    model = Transformer(result_config.model)
+    ds = TokenDataset(data_dir, "train")
+    sampler = TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, cfg.train.max_tokens, seed=cfg.train.seed)
+    batches = [collate(ds, idx) for idx in sampler.batches(0)[:2]]
+    total = sum(b.n_tgt_tokens for b in batches)
+    loss = sum(label_smoothed_nll(model(b.src, b.tgt_in), b.tgt_out, 0.1, 0)[0] for b in batches) / total
+    loss.backward()
+    opt = torch.optim.Adam(
+        model.parameters(), lr=learning_rate(1, cfg.model, cfg.train), betas=(0.9, 0.98), eps=1e-9
+    )
+    opt.step()
+    trained = weights(result.checkpoint)
+    for name, p in model.named_parameters():
+        if name in trained:
+            torch.testing.assert_close(trained[name], p.detach(), rtol=1e-5, atol=1e-6)
+
+
+def _vocab(data_dir):
+    from aiayn.data.tokenizer import Tokenizer
+
+    return Tokenizer.load(data_dir / "spm.model").vocab_size
+
+
+@pytest.mark.slow
+def test_stops_at_max_epochs_and_time_budget(data_dir, tmp_path):
+    from aiayn.data.batching import TokenBatchSampler
+    from aiayn.data.dataset import TokenDataset
+
+    ds = TokenDataset(data_dir, "train")
+    per_epoch = len(TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, 1000, seed=1).batches(0))
+    config = tiny_config(max_steps=None, max_epochs=2, max_tokens=1000)
+    result = train(data_dir, tmp_path / "e", config, progress=False)
+    assert (result.stop_reason, result.step) == ("max_epochs", 2 * per_epoch)
+    result = train(data_dir, tmp_path / "m", tiny_config(max_steps=None, minutes=0.0), progress=False)
+    assert (result.stop_reason, result.step) == ("minutes", 1)
+    assert [p.name for p in list_checkpoints(tmp_path / "m")] == ["step_000001"]
+
+
+def test_early_stopping_on_dev_loss(data_dir, tmp_path, monkeypatch):
+    losses = iter([3.0, 3.0, 2.5, 2.6, 2.7, 2.8, 2.9, 3.0, 3.1, 3.2])
+
+    def fake_dev_loss(*args, **kwargs):
+        return {"loss": next(losses), "nll": 1.0, "ppl": 2.7}
+
+    monkeypatch.setattr(trainer_module, "dev_loss", fake_dev_loss)
+    result = train(
+        data_dir, tmp_path / "r", tiny_config(max_steps=50, eval_every=2, patience=2), progress=False
+    )
+    # evaluations at steps 2 (3.0), 4 (2.5, best), 6 (2.7), 8 (2.9): two without improvement
+    assert (result.stop_reason, result.step, result.best_dev_loss) == ("early_stop", 8, 2.5)
+    dev_rows = [r for r in map(json.loads, (tmp_path / "r" / "metrics.jsonl").open()) if r["kind"] == "dev"]
+    assert [r["step"] for r in dev_rows] == [2, 4, 6, 8]
+    assert [r["dev_loss_shuffled"] for r in dev_rows] == [3.0, 2.6, 2.8, 3.0]
+
+
+def test_non_finite_loss_skips_then_stops(data_dir, tmp_path, monkeypatch, capsys):
+    real = trainer_module.label_smoothed_nll
+    calls = {"n": 0}
+
+    def flaky(logits, *args):
+        calls["n"] += 1
+        loss, nll = real(logits, *args)
+        return (loss * float("nan"), nll) if calls["n"] in (2, 3) else (loss, nll)
+
+    monkeypatch.setattr(trainer_module, "label_smoothed_nll", flaky)
+    result = train(data_dir, tmp_path / "skip", tiny_config(max_steps=4, max_nonfinite=3), progress=False)
+    assert result.step == 4 and calls["n"] == 6  # two updates were skipped and redone on new batches
+    assert capsys.readouterr().err.count("non-finite loss") == 2
+    assert all(torch.isfinite(t).all() for t in weights(result.checkpoint).values())
+
+    monkeypatch.setattr(
+        trainer_module, "label_smoothed_nll", lambda *a: (real(*a)[0] * float("inf"), real(*a)[1])
+    )
+    with pytest.raises(AiaynError, match="3 non-finite losses in a row"):
+        train(data_dir, tmp_path / "fail", tiny_config(max_steps=10, max_nonfinite=3), progress=False)
+
+
+def test_average_and_init_from(data_dir, tmp_path):
+    run = tmp_path / "run"
+    train(data_dir, run, tiny_config(max_steps=4, save_every=1), progress=False)
+    last = list_checkpoints(run)[-3:]
+    model_dir = average_run(run, last=3)
+    assert model_dir == run / "model"
+    model, info = load_model_dir(model_dir)
+    assert (info["src_lang"], info["tgt_lang"]) == ("xx", "yy")
+    assert (model_dir / "spm.model").read_bytes() == (data_dir / "spm.model").read_bytes()
+    expected = {k: sum(weights(p)[k].double() for p in last) / 3 for k in weights(last[0])}
+    for name, tensor in load_file(str(model_dir / "model.safetensors")).items():
+        torch.testing.assert_close(tensor.double(), expected[name], rtol=0, atol=1e-7)
+
+    fine = train(data_dir, tmp_path / "fine", tiny_config(max_steps=0), init_from=model_dir, progress=False)
+    start = weights(fine.checkpoint)
+    assert all(torch.equal(start[k], v) for k, v in load_file(str(model_dir / "model.safetensors")).items())
+
+    wrong = tiny_config(max_steps=0)
+    wrong = wrong.replace(model=wrong.model.replace(d_ff=48))
+    with pytest.raises(AiaynError, match=r"has shape .* there but .* in this config \(d_ff: 64 vs 48\)"):
+        train(data_dir, tmp_path / "wrong", wrong, init_from=model_dir, progress=False)
+
+
+def test_init_from_rejects_another_vocabulary(data_dir, tmp_path):
+    from aiayn.model.io import save_model_dir
+
+    config = tiny_config().model.replace(vocab_size=_vocab(data_dir) + 5)
+    other = save_model_dir(Transformer(config), tmp_path / "other")
+    with pytest.raises(AiaynError, match="vocabulary has"):
+        train(data_dir, tmp_path / "run", tiny_config(max_steps=0), init_from=other, progress=False)
