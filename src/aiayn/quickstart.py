@@ -27,7 +27,7 @@ QUICKSTART_TRAIN = dict(
     save_minutes=None,
     keep_last=5,
     average_last=5,
-    log_every=20,
+    log_every=10,
 )
 SAMPLE_COUNT = 5
 
@@ -67,9 +67,9 @@ def _train_and_average(data_dir: Path, out: Path, minutes: float) -> Path:
 
 def _samples(data_dir: Path, hyp_path: Path, count: int) -> list[tuple[str, str, str]]:
     """`count` (source, reference, hypothesis) triples spread evenly over the test set."""
-    src = (data_dir / "raw" / "test.src").read_text(encoding="utf-8").splitlines()
-    ref = (data_dir / "raw" / "test.tgt").read_text(encoding="utf-8").splitlines()
     hyp = hyp_path.read_text(encoding="utf-8").splitlines()
+    src = (data_dir / "raw" / "test.src").read_text(encoding="utf-8").splitlines()[: len(hyp)]
+    ref = (data_dir / "raw" / "test.tgt").read_text(encoding="utf-8").splitlines()[: len(hyp)]
     step = max(1, len(src) // count)
     return [(src[i], ref[i], hyp[i]) for i in range(step // 2, len(src), step)][:count]
 
@@ -80,13 +80,24 @@ def _pictures(model_dir: Path, out: Path, sentence: str) -> list[Path]:
     from aiayn.viz import plot_training_curves, save_attention_png
 
     attn = Translator.load(model_dir).attention(sentence, beam_size=4, alpha=0.6)
-    layers = len(attn["cross"])
-    pictures = [save_attention_png(attn, out / "attention.png", kind="cross", layer=layers - 1)]
+    pictures = [save_attention_png(attn, out / "attention.png", kind="cross")]
+    if not (out / "metrics.jsonl").is_file():
+        _say("   no training curves: the run stopped before its first log interval")
+        return pictures
     return pictures + plot_training_curves(out, out / "plots")
 
 
-def quickstart(out: str | Path = "runs/quickstart", minutes: float = 20.0, corpus: str = "bible-es-en") -> dict:
-    """Run the main job end to end; returns the test scores (also in OUT/eval/scores.json)."""
+def quickstart(
+    out: str | Path = "runs/quickstart",
+    minutes: float = 20.0,
+    corpus: str = "bible-es-en",
+    test_limit: int | None = None,
+) -> dict:
+    """Run the main job end to end; returns the test scores (also in OUT/eval/scores.json).
+
+    `test_limit` scores only the first N test sentences (for quick checks; the BLEU of the
+    README is on all of them).
+    """
     from aiayn.data.prepare import prepare
     from aiayn.evaluate import evaluate_model
 
@@ -98,7 +109,9 @@ def quickstart(out: str | Path = "runs/quickstart", minutes: float = 20.0, corpu
     _say(f"   pairs: {meta['pairs']}")
     model_dir = _train_and_average(data_dir, out, minutes)
     _say("== translating the test books (beam 4, alpha 0.6)")
-    scores = evaluate_model(model_dir, data_dir, "test", DecodeConfig(), out_dir=out / "eval", progress=True)
+    scores = evaluate_model(
+        model_dir, data_dir, "test", DecodeConfig(), out_dir=out / "eval", limit=test_limit, progress=True
+    )
     _say(scores["bleu_text"])
     _say(scores["chrf_text"])
     samples = _samples(data_dir, Path(scores["hypotheses"]), SAMPLE_COUNT)

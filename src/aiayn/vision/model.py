@@ -1,0 +1,138 @@
+"""A Vision Transformer made of aiayn's own encoder (section 3.1): the paper's section 7 plan,
+"to extend the Transformer to problems involving input and output modalities other than text".
+
+As in ViT (Dosovitskiy et al., 2021): each P x P patch is flattened and linearly projected to
+d_model (the image's "word embedding", 3.4), a learned class token is put in front, positions are
+added (learned, Table 3 row E, or fixed 2-D sinusoids after 3.5), the sequence goes through
+`aiayn.model.Encoder` unchanged (pre-norm with a final norm, GELU), and a linear head reads the
+class token's output. There is no second implementation of attention here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from aiayn.config import ConfigError, ModelConfig, _check_choice, _Serializable
+from aiayn.model.transformer import Encoder
+from aiayn.vision.patches import patchify, sinusoidal_2d
+
+# The encoder reads vectors, not token ids; ModelConfig still wants a vocabulary that holds its
+# special ids, so the image model passes this placeholder size.
+_NO_VOCABULARY = 4
+
+
+@dataclass
+class VisionConfig(_Serializable):
+    """The image model. Field names differ from VisionTrainConfig's, so `--set` finds the owner."""
+
+    image_size: int = 28
+    channels: int = 1
+    patch_size: int = 4  # 28 / 4 = a 7 x 7 grid: 49 patches + the class token
+    n_classes: int = 10
+    d_model: int = 64
+    d_ff: int = 128
+    n_heads: int = 4
+    n_layers: int = 6
+    dropout: float = 0.0
+    attention_dropout: float = 0.0
+    activation: str = "gelu"
+    norm_first: bool = True  # ViT is pre-norm; the encoder then ends with a final LayerNorm
+    positions: str = "learned"  # learned (ViT) | sinusoidal (2-D, after 3.5)
+    pixel_mean: float = 0.2860  # inputs in [0, 1] are normalised with these (Fashion-MNIST's)
+    pixel_std: float = 0.3530
+
+    def __post_init__(self) -> None:
+        _check_choice("positions", self.positions, ("learned", "sinusoidal"))
+        if self.image_size % self.patch_size:
+            raise ConfigError(
+                f"image_size={self.image_size} is not a multiple of patch_size={self.patch_size}"
+            )
+        if self.positions == "sinusoidal" and self.d_model % 4:
+            raise ConfigError(f"2-D sinusoidal positions need d_model divisible by 4, got {self.d_model}")
+        if self.n_classes < 2:
+            raise ConfigError(f"n_classes must be at least 2, got {self.n_classes}")
+        if self.pixel_std <= 0:
+            raise ConfigError(f"pixel_std must be positive, got {self.pixel_std}")
+        self.encoder_config()  # validates d_model, n_heads, dropout, activation ...
+
+    @property
+    def grid(self) -> int:
+        return self.image_size // self.patch_size
+
+    @property
+    def n_patches(self) -> int:
+        return self.grid**2
+
+    def encoder_config(self) -> ModelConfig:
+        """The settings `aiayn.model.Encoder` reads (3.1), from this config."""
+        return ModelConfig(
+            vocab_size=_NO_VOCABULARY,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            n_heads=self.n_heads,
+            n_layers=self.n_layers,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            activation=self.activation,
+            norm_first=self.norm_first,
+            positions="learned",
+            max_positions=self.n_patches + 1,
+        )
+
+
+class VisionTransformer(nn.Module):
+    """images (batch, channels, H, W) in [0, 1] -> class logits (batch, n_classes)."""
+
+    def __init__(self, config: VisionConfig):
+        super().__init__()
+        self.config = c = config
+        self.patch_embed = nn.Linear(c.channels * c.patch_size**2, c.d_model)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, c.d_model))
+        if c.positions == "learned":
+            self.positions = nn.Parameter(torch.empty(c.n_patches + 1, c.d_model))
+            nn.init.trunc_normal_(self.positions, std=0.02)
+        else:  # the class token sits at no place in the grid: a zero vector
+            table = torch.cat(
+                [torch.zeros(1, c.d_model, dtype=torch.float64), sinusoidal_2d(c.grid, c.grid, c.d_model)]
+            )
+            self.register_buffer("positions", table.float(), persistent=False)
+        self.encoder = Encoder(c.encoder_config())
+        self.head = nn.Linear(c.d_model, c.n_classes)
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        """Xavier-uniform projections (Q, K and V each on its own) with zero biases, as the text
+        model; a zero head, as ViT."""
+        for name, module in self.named_modules():
+            if isinstance(module, nn.Linear):
+                for chunk in module.weight.data.chunk(3 if name.endswith("qkv_proj") else 1, dim=0):
+                    nn.init.xavier_uniform_(chunk)
+                nn.init.zeros_(module.bias)
+        nn.init.zeros_(self.head.weight)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    def embed(self, images: Tensor) -> Tensor:
+        """images (batch, channels, H, W) -> [class token; patch embeddings] + positions
+        (batch, 1 + n_patches, d_model), with dropout (5.4)."""
+        c = self.config
+        x = (images - c.pixel_mean) / c.pixel_std
+        x = self.patch_embed(patchify(x, c.patch_size))  # (batch, n_patches, d_model)
+        x = torch.cat([self.cls_token.expand(x.size(0), -1, -1), x], dim=1)  # (batch, 1 + n_patches, d_model)
+        return F.dropout(x + self.positions, c.dropout, self.training)
+
+    def forward(self, images: Tensor, weights: list[Tensor] | None = None) -> Tensor:
+        """-> logits (batch, n_classes); fills `weights` with each layer's attention if given."""
+        h = self.encoder(self.embed(images), None, weights)  # (batch, 1 + n_patches, d_model)
+        return self.head(h[:, 0])
+
+    def attention_maps(self, images: Tensor) -> tuple[Tensor, list[Tensor]]:
+        """(logits, [per layer (batch, heads, 1 + n_patches, 1 + n_patches)]); index 0 is the class token."""
+        weights: list[Tensor] = []
+        logits = self(images, weights)
+        return logits, weights

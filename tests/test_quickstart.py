@@ -1,0 +1,43 @@
+"""`aiayn quickstart` end to end with a one-minute budget: every artefact exists and is well formed."""
+
+import json
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+
+from aiayn.cli import main
+from aiayn.decode.translator import Translator
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/usr/share/sword").is_dir(), reason="Debian SWORD Bible modules missing"),
+]
+
+
+def _is_png(path: Path) -> bool:
+    image = matplotlib.image.imread(path)
+    return path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and image.ndim == 3 and min(image.shape[:2]) > 100
+
+
+def test_quickstart_writes_every_artefact_and_reuses_them(tmp_path, capsys):
+    out = tmp_path / "qs"
+    assert main(["quickstart", "--minutes", "1", "--out", str(out), "--test-limit", "12"]) == 0
+    printed = capsys.readouterr().out
+    assert "BLEU|nrefs:1" in printed and "chrF2|nrefs:1" in printed
+    assert printed.count("reference:") == 5 and "aiayn translate" in printed
+
+    meta = json.loads((out / "data" / "meta.json").read_text())
+    assert meta["pairs"]["test"] > 900
+    translator = Translator.load(out / "model")
+    assert len(translator.translate(["Y dijo Dios: Sea la luz."], beam_size=2)) == 1
+    scores = json.loads((out / "eval" / "scores.json").read_text())
+    assert scores["n_sentences"] == 12 and 0 <= scores["bleu"] <= 100 and 0 <= scores["chrf"] <= 100
+    assert len((out / "eval" / "test.hyp").read_text().splitlines()) == 12
+    assert _is_png(out / "attention.png")
+    assert _is_png(out / "plots" / "loss.png") and _is_png(out / "plots" / "lr.png")
+
+    # a second run reuses the data and the model instead of training again
+    assert main(["quickstart", "--minutes", "1", "--out", str(out), "--test-limit", "12"]) == 0
+    again = capsys.readouterr()
+    assert "reusing the finished model" in again.out and "already prepared" in again.out + again.err

@@ -1,0 +1,142 @@
+"""Patches, 2-D positions and the Vision Transformer made of aiayn's encoder."""
+
+import math
+
+import pytest
+import torch
+
+from aiayn.config import ConfigError
+from aiayn.errors import AiaynError
+from aiayn.model.transformer import Encoder
+from aiayn.vision.io import load_vision_model, save_vision_model
+from aiayn.vision.model import VisionConfig, VisionTransformer
+from aiayn.vision.patches import patchify, sinusoidal_2d, unpatchify
+
+
+@pytest.mark.parametrize("patch_size", [1, 4, 7, 14, 28])
+def test_patchify_round_trip_is_exact(patch_size):
+    images = torch.rand(3, 2, 28, 28)
+    patches = patchify(images, patch_size)
+    grid = 28 // patch_size
+    assert patches.shape == (3, grid * grid, patch_size * patch_size * 2)
+    assert torch.equal(unpatchify(patches, patch_size, grid, channels=2), images)
+
+
+def test_patches_run_in_raster_order_with_pixels_row_by_row():
+    images = torch.arange(2 * 3 * 8 * 12, dtype=torch.float32).reshape(2, 3, 8, 12)
+    patches = patchify(images, 4)  # a 2 x 3 grid
+    for b in range(2):
+        for r in range(2):
+            for c in range(3):
+                block = images[b, :, 4 * r : 4 * r + 4, 4 * c : 4 * c + 4]  # (channels, 4, 4)
+                assert torch.equal(patches[b, 3 * r + c], block.permute(1, 2, 0).reshape(-1))
+
+
+def test_patchify_rejects_an_image_that_does_not_split():
+    with pytest.raises(AiaynError, match="does not split into 5x5"):
+        patchify(torch.zeros(1, 1, 28, 28), 5)
+
+
+def test_sinusoidal_2d_is_section_3_5_on_rows_then_columns():
+    grid_h, grid_w, d = 3, 5, 16
+    pe = sinusoidal_2d(grid_h, grid_w, d).numpy()
+    half = d // 2
+    for n in range(grid_h * grid_w):
+        for half_index, pos in enumerate(divmod(n, grid_w)):  # (row, column)
+            for i in range(half // 2):
+                angle = pos / 10000 ** (2 * i / half)
+                assert pe[n, half_index * half + 2 * i] == pytest.approx(math.sin(angle), abs=1e-12)
+                assert pe[n, half_index * half + 2 * i + 1] == pytest.approx(math.cos(angle), abs=1e-12)
+
+
+def tiny_config(**changes) -> VisionConfig:
+    base = dict(patch_size=7, d_model=32, d_ff=64, n_heads=4, n_layers=2)
+    return VisionConfig(**{**base, **changes})
+
+
+def test_the_encoder_is_aiayns_and_pre_norm_with_a_final_norm():
+    model = VisionTransformer(tiny_config())
+    assert type(model.encoder) is Encoder
+    assert model.encoder.norm is not None
+    assert all(layer.attn_res.norm_first for layer in model.encoder.layers)
+
+
+def test_shapes_and_attention_maps():
+    config = tiny_config(patch_size=4)  # 7 x 7 = 49 patches + the class token
+    model = VisionTransformer(config).eval()
+    images = torch.rand(5, 1, 28, 28)
+    logits, weights = model.attention_maps(images)
+    assert logits.shape == (5, 10)
+    assert len(weights) == 2
+    for w in weights:
+        assert w.shape == (5, 4, 50, 50)
+        torch.testing.assert_close(w.sum(-1), torch.ones(5, 4, 50), atol=1e-6, rtol=0)
+    assert model.embed(images).shape == (5, 50, 32)
+
+
+def test_fused_and_explicit_attention_give_the_same_logits():
+    model = VisionTransformer(tiny_config())
+    torch.nn.init.normal_(model.head.weight)  # the head starts at zero; make the logits informative
+    model.eval()
+    images = torch.rand(4, 1, 28, 28)
+    torch.testing.assert_close(model(images), model.attention_maps(images)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_parameter_count_matches_the_architecture():
+    c = tiny_config(patch_size=7)
+    d, f, n = c.d_model, c.d_ff, c.n_patches
+    layer = (4 * d * d + 4 * d) + (2 * d * f + f + d) + 2 * 2 * d  # attention, FFN, two LayerNorms
+    expected = (49 * d + d) + d + (n + 1) * d + c.n_layers * layer + 2 * d + (d * 10 + 10)
+    assert VisionTransformer(c).num_parameters() == expected
+
+
+def test_sinusoidal_positions_are_fixed_and_not_saved():
+    model = VisionTransformer(tiny_config(positions="sinusoidal"))
+    assert "positions" not in dict(model.named_parameters())
+    assert "positions" not in model.state_dict()
+    table = sinusoidal_2d(4, 4, 32).float()
+    assert torch.equal(model.positions[0], torch.zeros(32))  # the class token has no place
+    assert torch.equal(model.positions[1:], table)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (dict(patch_size=5), "not a multiple of patch_size"),
+        (dict(positions="sinusoidal", d_model=30, n_heads=3), "divisible by 4"),
+        (dict(positions="rotary"), "positions="),
+        (dict(n_heads=5), "not divisible by n_heads"),
+        (dict(n_classes=1), "at least 2"),
+    ],
+)
+def test_bad_configs_are_refused(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        tiny_config(**changes)
+
+
+def test_model_directory_round_trip(tmp_path):
+    model = VisionTransformer(tiny_config())
+    torch.nn.init.normal_(model.head.weight)
+    save_vision_model(model, tmp_path / "m", [str(i) for i in range(10)], test_accuracy=0.5)
+    loaded, info = load_vision_model(tmp_path / "m")
+    images = torch.rand(2, 1, 28, 28)
+    torch.testing.assert_close(loaded(images), model.eval()(images), atol=0, rtol=0)
+    assert info["classes"][3] == "3" and info["test_accuracy"] == 0.5
+    assert loaded.config == model.config
+
+
+def test_a_text_model_directory_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text('{"format_version": 1, "model": {}}')
+    with pytest.raises(AiaynError, match="not an image model"):
+        load_vision_model(tmp_path)
+    with pytest.raises(AiaynError, match="not a model directory"):
+        load_vision_model(tmp_path / "nowhere")
+
+
+def test_pixels_are_normalised_inside_the_model():
+    model = VisionTransformer(tiny_config(pixel_mean=0.5, pixel_std=0.25))
+    images = torch.rand(2, 1, 28, 28)
+    with torch.no_grad():
+        expected = model.patch_embed(patchify((images - 0.5) / 0.25, 7))
+        got = model.embed(images)[:, 1:] - model.positions[1:]
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)

@@ -1,0 +1,131 @@
+"""The ViT training loop: it learns, resumes exactly, and the two CLI commands work end to end."""
+
+import json
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from aiayn.cli import main
+from aiayn.errors import AiaynError
+from aiayn.train import checkpoint
+from aiayn.vision import train as vision_train
+from aiayn.vision.data import FASHION_MNIST_DIR
+from aiayn.vision.model import VisionConfig, VisionTransformer
+from aiayn.vision.train import VisionTrainConfig, build_optimizer, train_vision, vision_lr
+
+HAVE_FASHION_MNIST = (FASHION_MNIST_DIR / "t10k-images-idx3-ubyte.gz").is_file()
+
+TINY = VisionConfig(image_size=8, patch_size=4, n_classes=4, d_model=32, d_ff=64, n_heads=2, n_layers=2)
+
+
+def quick_recipe(**changes) -> VisionTrainConfig:
+    base = dict(batch_size=32, epochs=4, warmup_steps=10, lr=1e-2, log_every=8, crop_pad=0, flip=False)
+    return VisionTrainConfig(**{**base, "save_minutes": None, **changes})
+
+
+def test_a_tiny_vit_learns_which_quadrant_is_bright(tmp_path, quadrant_splits, one_thread):
+    result = train_vision(tmp_path / "run", quadrant_splits, TINY, quick_recipe(), progress=False)
+    assert result.stop_reason == "epochs" and result.step == 4 * 32
+    assert result.test_accuracy >= 0.95  # chance is 0.25
+    info = json.loads((result.model_dir / "config.json").read_text())
+    assert info["test_accuracy"] == result.test_accuracy and info["classes"] == ["NW", "NE", "SW", "SE"]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert {r["kind"] for r in rows} == {"train", "dev", "test"}
+    assert sum(r["kind"] == "dev" for r in rows) == 4  # one dev evaluation per epoch
+    assert sorted(p.name for p in (tmp_path / "run" / "plots").iterdir()) == [
+        "accuracy.png",
+        "loss.png",
+        "lr.png",
+    ]
+
+
+class StopAfter:
+    """Stands in for StopSignals: reports SIGTERM once the loop has asked `after` times."""
+
+    def __init__(self, after: int):
+        self.after = after
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @property
+    def received(self):
+        self.after -= 1
+        return "SIGTERM" if self.after < 0 else None
+
+
+def test_an_interrupted_run_resumes_exactly(tmp_path, quadrant_splits, one_thread, monkeypatch):
+    recipe = quick_recipe(epochs=2, crop_pad=1, flip=True, log_every=5)  # augmentation draws random numbers
+    straight = train_vision(tmp_path / "straight", quadrant_splits, TINY, recipe, progress=False)
+
+    monkeypatch.setattr(vision_train, "StopSignals", lambda: StopAfter(45))  # mid-way through epoch 2
+    stopped = train_vision(tmp_path / "resumed", quadrant_splits, TINY, recipe, progress=False)
+    assert stopped.stop_reason == "signal:SIGTERM" and stopped.step == 46 and stopped.test_accuracy is None
+    monkeypatch.undo()
+    resumed = train_vision(tmp_path / "resumed", quadrant_splits, TINY, recipe, progress=False)
+
+    assert resumed.step == straight.step == 64
+    a = load_file(straight.model_dir / "model.safetensors")
+    b = load_file(resumed.model_dir / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert resumed.test_accuracy == straight.test_accuracy
+    steps = [json.loads(x)["step"] for x in (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps)  # rows after the checkpoint were not logged twice
+
+
+def test_resuming_with_another_model_is_refused(tmp_path, quadrant_splits, one_thread):
+    train_vision(tmp_path, quadrant_splits, TINY, quick_recipe(epochs=1), progress=False)
+    with pytest.raises(AiaynError, match="another model config"):
+        train_vision(tmp_path, quadrant_splits, TINY.replace(d_ff=32), quick_recipe(epochs=1), progress=False)
+
+
+def test_time_budget_stops_the_run_and_still_evaluates(tmp_path, quadrant_splits, one_thread):
+    result = train_vision(
+        tmp_path, quadrant_splits, TINY, quick_recipe(epochs=None, minutes=0.02), progress=False
+    )
+    assert result.stop_reason == "minutes"
+    assert result.test_accuracy is not None and checkpoint.list_checkpoints(tmp_path)
+
+
+def test_warm_up_then_cosine_and_the_papers_schedule():
+    t = VisionTrainConfig(lr=1e-3, warmup_steps=100)
+    assert vision_lr(50, 0.0, t, 128) == pytest.approx(0.5e-3)
+    assert vision_lr(100, 0.0, t, 128) == pytest.approx(1e-3)
+    assert vision_lr(500, 0.5, t, 128) == pytest.approx(0.5e-3)
+    assert vision_lr(900, 0.75, t, 128) == pytest.approx(1e-3 * (1 + math.cos(0.75 * math.pi)) / 2)
+    assert vision_lr(1000, 1.0, t, 128) == pytest.approx(0.0, abs=1e-12)
+    noam = t.replace(schedule="noam")
+    assert vision_lr(100, 0.3, noam, 128) == pytest.approx(1e-3)  # Eq. 3 peaks at warm-up's end
+    assert vision_lr(400, 0.9, noam, 128) == pytest.approx(0.5e-3)  # then falls as step^-0.5
+
+
+def test_weight_decay_spares_biases_norms_the_class_token_and_positions():
+    model = VisionTransformer(TINY)
+    decay, other = build_optimizer(model, VisionTrainConfig(weight_decay=0.1)).param_groups
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = {names[id(p)] for p in decay["params"]}
+    assert decay["weight_decay"] == 0.1 and other["weight_decay"] == 0.0
+    assert decayed == {n for n, p in model.named_parameters() if n.endswith("weight") and p.dim() == 2}
+    assert len(decay["params"]) + len(other["params"]) == len(list(model.parameters()))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_FASHION_MNIST, reason="Debian package dataset-fashion-mnist is not installed")
+def test_cli_vision_train_and_vision_attention(tmp_path, capsys, one_thread):
+    run = tmp_path / "run"
+    small = ["--set", "d_model=32", "--set", "d_ff=64", "--set", "n_layers=1", "--set", "batch_size=50"]
+    argv = ["vision-train", "--out", str(run), "--limit", "200", "--epochs", "1", "--no-progress", *small]
+    assert main(argv) == 0
+    assert "test accuracy" in capsys.readouterr().out
+    assert checkpoint.list_checkpoints(run)[-1].name == "step_000004"
+    assert (run / "model" / "model.safetensors").is_file() and (run / "metrics.jsonl").is_file()
+    png = tmp_path / "attention.png"
+    assert main(["vision-attention", str(run / "model"), "--index", "7", "--out", str(png)]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert main(["vision-attention", str(run / "model"), "--index", "10000", "--out", str(png)]) == 2
+    assert "error: --index 10000 is out of range" in capsys.readouterr().err
