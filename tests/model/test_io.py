@@ -37,3 +37,12 @@ def test_bad_model_directories_say_what_is_wrong(tmp_path):
     (out / "config.json").write_text("{\n  oops")
     with pytest.raises(AiaynError, match=r"config.json:2: invalid JSON"):
         load_model_dir(out)
+
+
+def test_the_package_exports_the_python_api():
+    from aiayn import ModelConfig as Config
+    from aiayn import Transformer as Model
+    from aiayn import Translator
+    from aiayn.decode.translator import Translator as Real
+
+    assert Model is Transformer and Config is ModelConfig and Translator is Real

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiayn.model.linear import project
+
 
 def causal_mask(q_len: int, k_len: int, device: torch.device | None = None) -> Tensor:
     """(q_len, k_len) bool, True where query i may see key j: j <= i + (k_len - q_len)."""
@@ -79,12 +81,12 @@ class KVCache(nn.Module):
 
         When batch' is smaller than the buffer (finished sentences dropped) the buffers shrink.
         """
-        if index.numel() == self.k.size(0):
-            self.k[:, :, : self.length] = self.k[index, :, : self.length]
-            self.v[:, :, : self.length] = self.v[index, :, : self.length]
+        if index.numel() == self.k.size(0):  # index_select gathers 2-3x faster than k[index]
+            self.k[:, :, : self.length] = self.k[:, :, : self.length].index_select(0, index)
+            self.v[:, :, : self.length] = self.v[:, :, : self.length].index_select(0, index)
         else:
-            self.k = self.k[index]
-            self.v = self.v[index]
+            self.k = self.k.index_select(0, index)
+            self.v = self.v.index_select(0, index)
 
 
 class MultiHeadAttention(nn.Module):
@@ -106,14 +108,18 @@ class MultiHeadAttention(nn.Module):
             self.qkv_proj = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
 
-    def _split(self, x: Tensor, parts: int) -> Tensor:
-        """(batch, len, parts * d_model) -> (parts, batch, heads, len, d_k)."""
+    def _split(self, x: Tensor, parts: int) -> tuple[Tensor, ...]:
+        """(batch, len, parts * d_model) -> `parts` views, each (batch, heads, len, d_k).
+
+        Unbinding the `parts` axis in place (not after a permute) lets the backward pass write the
+        three gradients straight into one (batch, len, parts * d_model) tensor: one copy, not two.
+        """
         b, t, _ = x.shape
-        return x.view(b, t, parts, self.n_heads, self.d_k).permute(2, 0, 3, 1, 4)
+        return tuple(p.transpose(1, 2) for p in x.view(b, t, parts, self.n_heads, self.d_k).unbind(2))
 
     def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Encoder output (batch, src_len, d_model) -> K, V, each (batch, heads, src_len, d_k)."""
-        k, v = self._split(self.kv_proj(memory), 2)
+        k, v = self._split(project(self.kv_proj, memory), 2)
         return k, v
 
     def forward(
@@ -132,14 +138,14 @@ class MultiHeadAttention(nn.Module):
         Cross-attention: K, V come from `memory_kv` (precomputed) or are projected from `memory`.
         """
         if self.cross:
-            q = self._split(self.q_proj(x), 1)[0]  # (batch, heads, q_len, d_k)
+            q = self._split(project(self.q_proj, x), 1)[0]  # (batch, heads, q_len, d_k)
             k, v = memory_kv if memory_kv is not None else self.project_kv(memory)
         else:
-            q, k, v = self._split(self.qkv_proj(x), 3)
+            q, k, v = self._split(project(self.qkv_proj, x), 3)
             if cache is not None:
                 k, v = cache.append(k, v)
         dropout = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal, dropout, need_weights)
         b, _, t, _ = out.shape
         out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_k)  # (batch, q_len, d_model)
-        return self.out_proj(out), weights
+        return project(self.out_proj, out), weights

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from aiayn.config import ModelConfig
 from aiayn.model.attention import KVCache, MultiHeadAttention
+from aiayn.model.linear import project
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
@@ -29,10 +30,10 @@ class FeedForward(nn.Module):
         self.dropout = dropout
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.activation(self.linear1(x))  # (batch, len, d_ff)
+        h = self.activation(project(self.linear1, x))  # (batch, len, d_ff)
         if self.dropout:
             h = F.dropout(h, self.dropout, self.training)
-        return self.linear2(h)
+        return project(self.linear2, h)
 
 
 class _Residual(nn.Module):

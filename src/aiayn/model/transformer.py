@@ -17,6 +17,7 @@ from aiayn.config import ModelConfig
 from aiayn.model.attention import KVCache
 from aiayn.model.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding
 from aiayn.model.layers import DecoderLayer, EncoderLayer
+from aiayn.model.linear import linear
 
 
 class Encoder(nn.Module):
@@ -160,7 +161,7 @@ class Transformer(nn.Module):
 
     def logits(self, h: Tensor) -> Tensor:
         """Pre-softmax linear transformation (3.4): (..., d_model) -> (..., vocab)."""
-        return F.linear(h, self.output_weight, self.output_bias)
+        return linear(h, self.output_weight, self.output_bias)
 
     # -- the passes -----------------------------------------------------------------------------
     def encode(self, src: Tensor, weights: list[Tensor] | None = None) -> tuple[Tensor, Tensor | None]:

@@ -20,7 +20,8 @@ def class_token_attention(weights: list[Tensor], layer: int = -1) -> Tensor:
     """weights: per layer (batch, heads, 1 + n, 1 + n) -> (batch, n): the class token's
     head-averaged attention over the n patches in `layer` (rows sum to at most 1)."""
     if not -len(weights) <= layer < len(weights):
-        raise AiaynError(f"--layer {layer} is out of range: the model has {len(weights)} layers")
+        shown = layer + 1 if layer >= 0 else len(weights) + layer + 1
+        raise AiaynError(f"--layer {shown} is out of range: the model has {len(weights)} layers")
     return weights[layer].mean(dim=1)[:, 0, 1:]
 
 

@@ -101,7 +101,6 @@ def plot_attention(
     heat = patch_map(scores, c.grid, c.image_size)[0].numpy()  # (H, W)
     predicted, p = classes[int(probs.argmax())], float(probs.max())
     title = f"predicted {predicted} ({p:.0%})" + (f", true {truth}" if truth is not None else "")
-    caption = (
-        "attention rollout" if method == "rollout" else f"class-token attention, layer {layer % c.n_layers}"
-    )
+    shown_layer = layer % c.n_layers + 1  # 1-based, as on the command line
+    caption = "attention rollout" if method == "rollout" else f"class-token attention, layer {shown_layer}"
     return draw_attention(image, heat, out, title, caption), predicted, p

@@ -3,7 +3,7 @@
 Both Bibles come from Debian's SWORD packages and share the KJV verse slots, but the Spanish module
 keeps its own verse numbering inside those slots: after an empty Spanish slot the rest of the
 chapter is shifted or merged, and a few chapters shift inside. We drop whole chapters that look
-misaligned (../shared/DATA.md): a chapter with an empty Spanish verse, the chapter after one that
+misaligned: a chapter with an empty Spanish verse, the chapter after one that
 ends empty, a chapter whose verse lengths disagree on average, and a chapter with a run of verses
 whose lengths disagree in both directions (one verse too long next to one too short: a shift).
 The split is by whole books, so no chapter is split between train and test; dev/test pairs whose

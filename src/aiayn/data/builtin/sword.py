@@ -6,7 +6,7 @@ the zlib-compressed blocks (one per book). We decompress each block once, which 
 Bible take well under a second (pysword decompresses a whole book for every verse read, ~40 s per
 module), and we clean the raw OSIS ourselves: pysword's cleaner glues words where a note or an added
 word (`<transChange>`) was cut, keeps KJV pilcrows and `\\nd` codes and deletes the Psalm titles that
-the Spanish keeps (../shared/DATA.md).
+the Spanish keeps.
 """
 
 from __future__ import annotations

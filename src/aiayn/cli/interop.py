@@ -1,0 +1,42 @@
+"""`aiayn import-marian` and `aiayn export-hf`: OPUS-MT / Hugging Face Marian interop."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_import_marian(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import-marian",
+        help="turn a Hugging Face Marian (OPUS-MT) model directory into an aiayn model directory",
+        description="Convert a local MarianMTModel directory (config.json, model.safetensors or "
+        "pytorch_model.bin, source.spm, target.spm, vocab.json) into an aiayn model directory that "
+        "computes the same function and tokenizes with Marian's ids. Nothing is downloaded.",
+    )
+    p.add_argument("hf_dir", metavar="HF_DIR", help="a MarianMTModel directory (e.g. a downloaded OPUS-MT)")
+    p.add_argument("model_dir", metavar="OUT_MODEL_DIR", help="the aiayn model directory to write")
+    p.set_defaults(handler=_run_import_marian)
+
+
+def _run_import_marian(args: argparse.Namespace) -> None:
+    from aiayn.interop.marian_import import import_marian
+
+    print(f"wrote {import_marian(args.hf_dir, args.model_dir)}")
+
+
+def add_export_hf(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export-hf",
+        help="write an aiayn model as a Hugging Face MarianMTModel directory (then CTranslate2, ...)",
+        description="Export to a MarianMTModel directory with equal outputs. Pre-norm, final-norm, "
+        "learned-position models and layer_norm_eps other than 1e-5 cannot be expressed and are refused.",
+    )
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="an aiayn model directory")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="the Hugging Face directory to write")
+    p.set_defaults(handler=_run_export_hf)
+
+
+def _run_export_hf(args: argparse.Namespace) -> None:
+    from aiayn.interop.hf_export import export_hf
+
+    print(f"wrote {export_hf(args.model_dir, args.out_dir)}")

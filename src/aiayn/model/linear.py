@@ -1,0 +1,106 @@
+"""The model's matrix products (the projections of 3.2.2, Eq. 2 and the pre-softmax linear of 3.4),
+routed through oneDNN on the CPU.
+
+PyTorch computes `F.linear` on the CPU with MKL's sgemm, which on AMD processors runs a slower code
+path than on Intel's; oneDNN (shipped inside PyTorch) has its own AVX-512 kernels and runs the same
+float32 products 1.5-3x faster there (BENCHMARKS.md). `linear` is `F.linear` with that routing for
+float32 CPU tensors of at least `MIN_ROWS` rows, forward and backward (an autograd Function whose
+three products, y = x W^T + b, dx = dy W, dW = dy^T x, all go through oneDNN); everything else
+(GPUs, other dtypes, autocast, torch.compile, a single decoding row) takes `F.linear` unchanged.
+Results equal `F.linear`'s up to float32 rounding (summation order).
+
+`AIAYN_ONEDNN=0` in the environment, or `linear_backend.enabled = False`, turns the routing off.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+MIN_ROWS = 4  # below this oneDNN's per-call overhead outweighs its faster kernels (one decoding row)
+
+
+def _onednn_available() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+class _Backend:
+    """Whether `linear` may use oneDNN (a flag tests and benchmarks can flip)."""
+
+    def __init__(self) -> None:
+        self.enabled = _onednn_available() and os.environ.get("AIAYN_ONEDNN", "1") != "0"
+
+
+linear_backend = _Backend()
+
+
+def _mm(a: Tensor, b_t: Tensor, bias: Tensor | None = None) -> Tensor:
+    """a (m, k) @ b_t^T where b_t is (n, k), plus bias (n,): oneDNN's inner-product primitive."""
+    return torch.ops.mkldnn._linear_pointwise(a, b_t, bias, "none", [], "")
+
+
+def _weight_grad(g: Tensor, x2: Tensor) -> Tensor:
+    """dW = g^T x for g (rows, out), x2 (rows, in) -> (out, in).
+
+    oneDNN copies a transposed first operand but reads a transposed second one in place, so the
+    larger of the two goes second: for out > in this computes (x^T g)^T and returns that view.
+    """
+    if g.size(1) > x2.size(1):
+        return _mm(x2.t(), g.t()).t()
+    return _mm(g.t(), x2.t())
+
+
+class _OneDNNLinear(torch.autograd.Function):
+    """y = x W^T + b with all three products of forward and backward computed by oneDNN."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        x2 = x.reshape(-1, x.size(-1))  # (rows, in)
+        ctx.save_for_backward(x2, weight)
+        ctx.has_bias = bias is not None
+        return _mm(x2, weight, bias).view(*x.shape[:-1], weight.size(0))  # (..., out)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        x2, weight = ctx.saved_tensors
+        g = grad.reshape(-1, grad.size(-1))  # (rows, out)
+        need_x, need_w, need_b = ctx.needs_input_grad
+        dx = _mm(g, weight.t()).view(*grad.shape[:-1], weight.size(1)) if need_x else None  # (..., in)
+        dw = _weight_grad(g, x2) if need_w else None  # (out, in)
+        db = g.sum(0) if need_b and ctx.has_bias else None  # (out,)
+        return dx, dw, db
+
+
+def _use_onednn(x: Tensor, weight: Tensor) -> bool:
+    return (
+        linear_backend.enabled
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and weight.dtype == torch.float32
+        and weight.layout == torch.strided
+        and x.dim() >= 2
+        and x.numel() >= MIN_ROWS * x.size(-1) > 0
+        and not torch.is_autocast_enabled("cpu")
+        and not torch.compiler.is_compiling()
+    )
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """`F.linear(x, weight, bias)`: x (..., in), weight (out, in), bias (out,) -> (..., out)."""
+    if _use_onednn(x, weight):
+        return _OneDNNLinear.apply(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+def project(layer: nn.Module, x: Tensor) -> Tensor:
+    """`layer(x)`, through `linear` when `layer` is a plain `nn.Linear` without hooks.
+
+    Any other module (a dynamically quantised Linear, one with forward hooks) is called as it is,
+    so quantisation and hooks keep working.
+    """
+    if type(layer) is nn.Linear and not (layer._forward_hooks or layer._forward_pre_hooks):
+        return linear(x, layer.weight, layer.bias)
+    return layer(x)

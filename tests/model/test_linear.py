@@ -1,0 +1,86 @@
+"""The oneDNN-routed linear layer: values and gradients against float64 F.linear; fallbacks."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from aiayn.model import linear as linear_module
+from aiayn.model.linear import _OneDNNLinear, _use_onednn, linear, linear_backend, project
+
+needs_onednn = pytest.mark.skipif(not linear_backend.enabled, reason="oneDNN routing unavailable or off")
+
+
+def float64_reference(x, weight, bias, grad):
+    """y = x W^T + b and its gradients, in float64 with plain autograd."""
+    x64, w64 = x.double().requires_grad_(), weight.double().requires_grad_()
+    b64 = bias.double().requires_grad_() if bias is not None else None
+    y = F.linear(x64, w64, b64)
+    y.backward(grad.double())
+    return y, x64.grad, w64.grad, (b64.grad if b64 is not None else None)
+
+
+@needs_onednn
+@pytest.mark.parametrize("shape, d_in, d_out", [((6, 5), 24, 40), ((3, 4, 7), 40, 24), ((9,), 16, 16)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_onednn_linear_matches_float64(shape, d_in, d_out, with_bias):
+    """Both weight-gradient layouts (out > in, out < in) and 2-D/3-D inputs."""
+    rows_shape = shape if len(shape) > 1 else (shape[0], 1)
+    x = torch.randn(*rows_shape, d_in, requires_grad=True)
+    weight = torch.randn(d_out, d_in, requires_grad=True)
+    bias = torch.randn(d_out, requires_grad=True) if with_bias else None
+    grad = torch.randn(*rows_shape, d_out)
+    y = _OneDNNLinear.apply(x, weight, bias)
+    y.backward(grad)
+    ref_y, ref_x, ref_w, ref_b = float64_reference(
+        x.detach(), weight.detach(), bias.detach() if with_bias else None, grad
+    )
+    tol = dict(rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(y.double(), ref_y.detach(), **tol)
+    torch.testing.assert_close(x.grad.double(), ref_x, **tol)
+    torch.testing.assert_close(weight.grad.double(), ref_w, **tol)
+    if with_bias:
+        torch.testing.assert_close(bias.grad.double(), ref_b, **tol)
+
+
+@needs_onednn
+def test_gradcheck_through_onednn_for_frozen_input():
+    """Only the weight needs a gradient (the input is data): dx is skipped, dW and db are right."""
+    x = torch.randn(8, 12)
+    weight = torch.randn(20, 12, requires_grad=True)
+    bias = torch.randn(20, requires_grad=True)
+    (_OneDNNLinear.apply(x, weight, bias) ** 2).sum().backward()
+    w64, b64 = weight.detach().double().requires_grad_(), bias.detach().double().requires_grad_()
+    (F.linear(x.double(), w64, b64) ** 2).sum().backward()
+    torch.testing.assert_close(weight.grad.double(), w64.grad, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(bias.grad.double(), b64.grad, rtol=1e-5, atol=1e-4)
+
+
+def test_routing_rules():
+    weight = torch.randn(8, 4)
+    if linear_backend.enabled:
+        assert _use_onednn(torch.randn(4, 4), weight)
+    assert not _use_onednn(torch.randn(linear_module.MIN_ROWS - 1, 4), weight)  # one decoding row
+    assert not _use_onednn(torch.randn(16, 4, dtype=torch.float64), weight.double())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not _use_onednn(torch.randn(16, 4), weight)
+
+
+def test_disabled_backend_is_plain_f_linear(monkeypatch):
+    monkeypatch.setattr(linear_backend, "enabled", False)
+    x, weight, bias = torch.randn(16, 4), torch.randn(8, 4), torch.randn(8)
+    assert torch.equal(linear(x, weight, bias), F.linear(x, weight, bias))
+
+
+def test_project_keeps_hooks_and_other_modules_working():
+    """A hooked nn.Linear and a dynamically quantised one are called as modules, not bypassed."""
+    layer = nn.Linear(4, 6)
+    seen = []
+    layer.register_forward_hook(lambda module, args, out: seen.append(out.shape))
+    x = torch.randn(16, 4)
+    out = project(layer, x)
+    assert seen == [torch.Size([16, 6])]
+    torch.testing.assert_close(out, F.linear(x, layer.weight, layer.bias))
+    quantised = torch.ao.quantization.quantize_dynamic(nn.Sequential(nn.Linear(4, 6)), {nn.Linear})[0]
+    assert type(quantised) is not nn.Linear
+    torch.testing.assert_close(project(quantised, x), quantised(x))
