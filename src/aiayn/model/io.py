@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from safetensors.torch import load_model, save_model
+from torch import nn
 
 from aiayn.config import FORMAT_VERSION, ConfigError, ModelConfig
 from aiayn.errors import AiaynError
@@ -67,18 +68,27 @@ def save_model_dir(
     return out
 
 
-def load_model_dir(
-    model_dir: str | Path, device: str | torch.device | None = None
-) -> tuple[Transformer, dict[str, Any]]:
-    """Read a model directory -> (Transformer in eval mode on `device`, config.json as a dict)."""
-    config, data = read_config(model_dir)
+def load_weights(
+    model: nn.Module, model_dir: str | Path, device: str | torch.device | None = None
+) -> nn.Module:
+    """Fill `model` from MODEL_DIR/model.safetensors -> the model in eval mode on `device`.
+
+    A file whose tensors do not fit the model is a one-line error naming the file.
+    """
     weights = Path(model_dir) / WEIGHTS_FILE
     if not weights.is_file():
         raise AiaynError(f"{model_dir}: no {WEIGHTS_FILE}")
-    model = Transformer(config)
     try:
         load_model(model, str(weights), device=str(device or "cpu"))
     except (RuntimeError, OSError) as err:
         first = str(err).strip().splitlines()[0]
         raise AiaynError(f"{weights}: weights do not match config.json: {first}") from None
-    return model.to(device or "cpu").eval(), data
+    return model.to(device or "cpu").eval()
+
+
+def load_model_dir(
+    model_dir: str | Path, device: str | torch.device | None = None
+) -> tuple[Transformer, dict[str, Any]]:
+    """Read a model directory -> (Transformer in eval mode on `device`, config.json as a dict)."""
+    config, data = read_config(model_dir)
+    return load_weights(Transformer(config), model_dir, device), data

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import save_model
 
 from aiayn.config import FORMAT_VERSION, ConfigError
 from aiayn.errors import AiaynError
+from aiayn.model.io import load_weights
 from aiayn.vision.model import VisionConfig, VisionTransformer
 
 CONFIG_FILE, WEIGHTS_FILE, TASK = "config.json", "model.safetensors", "image-classification"
@@ -66,13 +67,4 @@ def load_vision_model(
 ) -> tuple[VisionTransformer, dict[str, Any]]:
     """-> (VisionTransformer in eval mode, config.json as a dict)."""
     config, data = read_vision_config(model_dir)
-    weights = Path(model_dir) / WEIGHTS_FILE
-    if not weights.is_file():
-        raise AiaynError(f"{model_dir}: no {WEIGHTS_FILE}")
-    model = VisionTransformer(config)
-    try:
-        load_model(model, str(weights), device=str(device or "cpu"))
-    except (RuntimeError, OSError) as err:
-        first = str(err).strip().splitlines()[0]
-        raise AiaynError(f"{weights}: weights do not match config.json: {first}") from None
-    return model.to(device or "cpu").eval(), data
+    return load_weights(VisionTransformer(config), model_dir, device), data
