@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 DEB_PACKAGES := sword-text-sparv sword-text-kjv sword-text-web \
-                libreoffice-help-en-us libreoffice-help-de dataset-fashion-mnist \
+                libreoffice-help-en-us libreoffice-help-de libreoffice-help-es dataset-fashion-mnist \
                 chromium chromium-driver
 PIP_FLAGS := -q -c constraints.txt
 

@@ -10,12 +10,23 @@ num_beams=4, length_penalty=alpha (aiayn: length_penalty_style="len", its equiva
 num_beams=1. Reported: output tokens per second (best of --repeats) and speed ratios (> 1: aiayn is
 faster), and how many sentences get exactly HF's output tokens.
 
-    python benchmarks/decode.py [--base] [--threads 2] [--device cpu]
+int8 (on the CPU): aiayn's `--int8` (aiayn.model.quantize: dynamic int8 linear layers and output
+layer) against CTranslate2's compute_type="int8" on the same converted model. Quantisation changes
+some outputs, so each int8 system is compared with its own float32 run: the share of sentences
+with exactly the same output tokens is reported, not required. (The weights are random, so the
+logits are flat and near-ties common: expect lower shares here than with a trained model.)
+
+`--json PATH` writes {"rows": [...]} for benchmarks/run_all.py: tok/s of aiayn against HF, against
+CTranslate2 float32 and, in int8, against CTranslate2 int8, for beam 4 and greedy.
+
+    python benchmarks/decode.py [--base] [--threads 2] [--device cpu] [--no-int8] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import json
 import platform
 import tempfile
 import time
@@ -28,6 +39,7 @@ from aiayn.config import DecodeConfig
 from aiayn.decode.stepper import decode_batch
 from aiayn.interop.marian_import import config_from_marian, resolve_embeddings
 from aiayn.interop.weights import marian_to_aiayn
+from aiayn.model.quantize import quantize_int8
 from aiayn.model.transformer import Transformer
 
 SIZES = {
@@ -35,6 +47,8 @@ SIZES = {
     "base": dict(vocab_size=32000, d_model=512, layers=6, heads=8, ffn=2048),
 }
 EOS, UNK = 0, 1  # Marian's ids; pad is the last id and the decoder starts from it
+TARGET = 1.0  # run_all.py's bar: aiayn at least as fast as each peer
+INT8_TARGET = 0.8  # issue 9: int8 at >= 0.8x CTranslate2's int8
 
 
 def build_models(size: str, device: str) -> tuple[MarianMTModel, Transformer]:
@@ -75,21 +89,22 @@ def check_same_function(hf: MarianMTModel, model: Transformer, src: torch.Tensor
     return float((ours - theirs).abs().max())
 
 
-def ctranslate2_runner(hf: MarianMTModel, src: torch.Tensor, threads: int, device: str):
-    """A function translating `src` with CTranslate2 (float32), or None if it is not installed."""
+def ctranslate2_runners(hf: MarianMTModel, src: torch.Tensor, threads: int, device: str, compute_types):
+    """{compute type: a function translating `src` with CTranslate2 -> token ids}, or {} if not installed."""
     try:
         import ctranslate2
         from ctranslate2.converters import transformers as ct2_transformers
     except ImportError:
-        return None
+        return {}
     vocab = hf.config.vocab_size
     names = ["</s>", "<unk>"] + [f"t{i}" for i in range(2, vocab - 1)] + ["<pad>"]
+    ids = {name: i for i, name in enumerate(names)}
 
     class Vocabulary:  # what the converter reads from a MarianTokenizer
         eos_token, unk_token, pad_token = "</s>", "<unk>", "<pad>"
 
         def get_vocab(self):
-            return {name: i for i, name in enumerate(names)}
+            return dict(ids)
 
     class Converter(ct2_transformers.TransformersConverter):
         def load_tokenizer(self, *args, **kwargs):
@@ -98,12 +113,23 @@ def ctranslate2_runner(hf: MarianMTModel, src: torch.Tensor, threads: int, devic
     tmp = Path(tempfile.mkdtemp())
     hf.save_pretrained(tmp / "hf")
     Converter(str(tmp / "hf")).convert(str(tmp / "ct2"), force=True)
-    translator = ctranslate2.Translator(str(tmp / "ct2"), device=device, intra_threads=threads)
     batch = [[names[i] for i in row] for row in src.tolist()]
-    return lambda beam, alpha, new: translator.translate_batch(
-        batch, beam_size=beam, length_penalty=alpha, max_decoding_length=new, min_decoding_length=new,
-        max_batch_size=len(batch),
-    )  # fmt: skip
+
+    def runner(compute_type: str):
+        translator = ctranslate2.Translator(
+            str(tmp / "ct2"), device=device, compute_type=compute_type, intra_threads=threads
+        )
+
+        def translate(beam: int, alpha: float, new: int) -> list[list[int]]:
+            results = translator.translate_batch(
+                batch, beam_size=beam, length_penalty=alpha, max_decoding_length=new,
+                min_decoding_length=new, max_batch_size=len(batch),
+            )  # fmt: skip
+            return [[ids[t] for t in r.hypotheses[0]] for r in results]
+
+        return translate
+
+    return {compute_type: runner(compute_type) for compute_type in compute_types}
 
 
 def best_time(fn, repeats: int) -> tuple[float, object]:
@@ -119,43 +145,93 @@ def best_time(fn, repeats: int) -> tuple[float, object]:
 
 
 def report(name: str, system: str, seconds: float, tokens: int) -> None:
-    print(f"{name:7s} {system:12s} {tokens / seconds:8.0f} tok/s  ({seconds:.2f} s)")
+    print(f"{name:7s} {system:17s} {tokens / seconds:8.0f} tok/s  ({seconds:.2f} s)")
 
 
-def run(args: argparse.Namespace) -> None:
+# (aiayn system, peer): speed ratios, and rows for run_all.py
+SPEED = [("aiayn", "HF generate"), ("aiayn", "CTranslate2"), ("aiayn int8", "CTranslate2 int8")]
+# (system, reference): how many sentences get exactly the reference's output tokens
+SAME = [("aiayn", "HF generate"), ("aiayn int8", "aiayn"), ("CTranslate2 int8", "CTranslate2")]
+PEER_LABEL = {"CTranslate2": "CTranslate2 fp32"}
+
+
+def compare(size: str, name: str, seconds: dict, outputs: dict, tokens: int) -> tuple[list[dict], dict]:
+    """Print the ratios and output agreement of one search; return run_all.py rows and the results."""
+    n = len(outputs["aiayn"])
+    result: dict = {f"{system} s": s for system, s in seconds.items()}
+    for system, reference in SAME:
+        if system in outputs and reference in outputs:
+            same = sum(a == b for a, b in zip(outputs[system], outputs[reference], strict=True))
+            result[f"{system} same as {reference}"] = same
+            print(f"{'':7s} {system}: same output tokens as {reference}: {same}/{n}")
+    rows = []
+    for ours, peer in SPEED:
+        if ours in seconds and peer in seconds:
+            ratio = seconds[peer] / seconds[ours]
+            print(f"{'':7s} {ours} / {peer}: {ratio:.2f}x")
+            rows.append(
+                dict(
+                    measure=f"decode {size} {name}{' int8' * ('int8' in ours)}, tok/s",
+                    aiayn=tokens / seconds[ours], peer=PEER_LABEL.get(peer, peer),
+                    peer_value=tokens / seconds[peer], ratio=ratio, higher_is_better=True,
+                    target=INT8_TARGET if "int8" in ours else TARGET,
+                )
+            )  # fmt: skip
+    for system, fp32 in (("aiayn int8", "aiayn"), ("CTranslate2 int8", "CTranslate2")):
+        if system in seconds and fp32 in seconds:
+            print(f"{'':7s} {system} / {fp32}: {seconds[fp32] / seconds[system]:.2f}x")
+    return rows, result
+
+
+def run(args: argparse.Namespace) -> tuple[list[dict], dict]:
+    """Time every system; print the table; return run_all.py rows and the raw results."""
     torch.set_num_threads(args.threads)
-    hf, model = build_models("base" if args.base else "tiny", args.device)
+    size = "base" if args.base else "tiny"
+    hf, model = build_models(size, args.device)
     src = sources(args.sentences, args.src_len, model.config.vocab_size, args.device)
     print(f"max |logit difference| aiayn vs HF on the same input: {check_same_function(hf, model, src):.2e}")
-    ct2 = ctranslate2_runner(hf, src, args.threads, args.device)
+    int8 = args.int8 and args.device == "cpu"
+    model_int8 = quantize_int8(copy.deepcopy(model)) if int8 else None
+    compute_types = ["float32", "int8"] if int8 else ["float32"]
+    ct2 = ctranslate2_runners(hf, src, args.threads, args.device, compute_types)
     new, tokens = args.new_tokens, args.sentences * args.new_tokens
     print(f"{platform.machine()}, torch {torch.__version__}, {args.threads} threads, {args.device}: "
           f"{args.sentences} sentences x {args.src_len} source tokens, {new} generated each")  # fmt: skip
+    rows, results = [], {}
     for beam in (4, 1):
         name = "greedy" if beam == 1 else f"beam {beam}"
         options = DecodeConfig(beam_size=beam, alpha=args.alpha, length_penalty_style="len", max_len_a=0.0,
                                max_len_b=new - 1, batch_tokens=1 << 20)  # fmt: skip
-        ours_s, ours = best_time(lambda o=options: decode_batch(model, src, o), args.repeats)
-        assert all(len(h[0].tokens) == new - 1 for h in ours)  # new - 1 tokens + the forced EOS
 
-        def hf_generate(beam=beam):
+        def ours(m: Transformer, o: DecodeConfig = options) -> list[list[int]]:
+            hyps = decode_batch(m, src, o)
+            assert all(len(h[0].tokens) == new - 1 for h in hyps)  # new - 1 tokens + the forced EOS
+            return [h[0].tokens for h in hyps]
+
+        def hf_generate(beam: int = beam) -> list[list[int]]:
             with torch.inference_mode():
-                return hf.generate(
+                out = hf.generate(
                     input_ids=src, attention_mask=torch.ones_like(src), num_beams=beam, do_sample=False,
                     length_penalty=args.alpha, max_new_tokens=new, min_new_tokens=new, early_stopping=False,
                 )  # fmt: skip
+            return [t[1:new].tolist() for t in out.cpu()]  # without the start token and the final one
 
-        hf_s, theirs = best_time(hf_generate, args.repeats)
-        same = sum(h[0].tokens == t[1:new].tolist() for h, t in zip(ours, theirs.cpu(), strict=True))
-        report(name, "aiayn", ours_s, tokens)
-        report(name, "HF generate", hf_s, tokens)
-        print(f"{'':7s} aiayn / HF: {hf_s / ours_s:.2f}x; same output tokens as HF: {same}/{args.sentences}")
-        if ct2 is not None:
-            ct2_s, _ = best_time(lambda b=beam: ct2(b, args.alpha, new), args.repeats)
-            report(name, "CTranslate2", ct2_s, tokens)
-            print(f"{'':7s} aiayn / CTranslate2: {ct2_s / ours_s:.2f}x")
-    if ct2 is None:
+        systems = {"aiayn": lambda: ours(model), "HF generate": hf_generate}
+        if "float32" in ct2:
+            systems["CTranslate2"] = lambda b=beam: ct2["float32"](b, args.alpha, new)
+        if model_int8 is not None:
+            systems["aiayn int8"] = lambda: ours(model_int8)
+        if "int8" in ct2:
+            systems["CTranslate2 int8"] = lambda b=beam: ct2["int8"](b, args.alpha, new)
+        seconds, outputs = {}, {}
+        for system, fn in systems.items():
+            seconds[system], outputs[system] = best_time(fn, args.repeats)
+            report(name, system, seconds[system], tokens)
+        search_rows, results[name] = compare(size, name, seconds, outputs, tokens)
+        rows += search_rows
+    if not ct2:
         print("CTranslate2 is not installed (pip install ctranslate2): skipped")
+    return rows, results
 
 
 def main() -> None:
@@ -168,7 +244,13 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--device", default="cpu")
-    run(p.parse_args())
+    p.add_argument("--no-int8", dest="int8", action="store_false", help="skip the int8 rows (CPU only)")
+    p.add_argument("--json", type=Path, help="write the result rows here (for run_all.py)")
+    args = p.parse_args()
+    rows, results = run(args)
+    if args.json:
+        settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+        args.json.write_text(json.dumps({"rows": rows, "results": results, "args": settings}, indent=1))
 
 
 if __name__ == "__main__":

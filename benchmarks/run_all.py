@@ -36,6 +36,7 @@ JOBS: list[tuple[str, list[str], list[str]]] = [
     ("decode.py", [], ["--repeats", "1"]),
     ("decode.py", ["--base"], ["--repeats", "1"]),
     ("serve_load.py", [], ["--seconds", "5"]),
+    ("int8_bleu.py", [], ["--limit", "200"]),  # the quickstart's run (make demo), if there is one
 ]
 
 

@@ -10,9 +10,11 @@ failed connection). It exits with status 1 if any request failed.
     unbatched   --batch-wait-ms 0 --batch-texts 1    (one request per model call)
 
 Without --model it trains the tests' tiny toy model (tests/serve/tiny_model.py, a few seconds)
-in a temporary folder.
+in a temporary folder. `--int8` starts every server with `--int8`. `--json PATH` writes
+{"rows": [...], "results": {...}} for benchmarks/run_all.py: requests/s and p50 latency of the
+micro-batched server against the one-at-a-time one.
 
-    python benchmarks/serve_load.py [--model MODEL_DIR] [--clients 32] [--seconds 20] [--json out.json]
+    python benchmarks/serve_load.py [--model MODEL_DIR] [--clients 32] [--seconds 20] [--int8] [--json F]
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ MODES = {
     "unbatched": ["--batch-wait-ms", "0", "--batch-texts", "1"],
 }
 MAX_SECONDS = 300
+# run_all.py's bars for micro-batching against one request at a time, under --clients concurrent clients
+TARGET_THROUGHPUT, TARGET_LATENCY = 2.0, 0.5  # at least twice the requests/s; at most half the p50
 
 
 def _free_port() -> int:
@@ -124,11 +128,17 @@ def _tiny_model(folder: Path) -> tuple[Path, list[str]]:
 
 
 def run_modes(
-    model_dir: Path, texts: list[str], modes: list[str], clients: int, seconds: float, tmp: Path
+    model_dir: Path,
+    texts: list[str],
+    modes: list[str],
+    clients: int,
+    seconds: float,
+    tmp: Path,
+    extra_flags: list[str] | None = None,
 ) -> dict:
     results = {}
     for mode in modes:
-        proc, url = start_server(model_dir, MODES[mode], tmp / f"{mode}.log")
+        proc, url = start_server(model_dir, MODES[mode] + (extra_flags or []), tmp / f"{mode}.log")
         try:
             results[mode] = asyncio.run(load(url, texts, clients, seconds))
         finally:
@@ -145,6 +155,26 @@ def report(results: dict) -> None:
         print("| " + " | ".join([mode] + [str(r[c]) for c in columns]) + " |")
 
 
+def rows(results: dict, clients: int, int8: bool) -> list[dict]:
+    """run_all.py rows: the micro-batched server against the one-at-a-time one (when both ran)."""
+    batched, single = results.get("batched"), results.get("unbatched")
+    if not (batched and single and batched["p50_ms"] and single["p50_ms"] and single["requests_per_s"]):
+        return []
+    label = f"serve {clients} clients{' int8' if int8 else ''}"
+    return [
+        dict(
+            measure=f"{label}, requests/s", aiayn=batched["requests_per_s"], peer="one at a time",
+            peer_value=single["requests_per_s"], ratio=batched["requests_per_s"] / single["requests_per_s"],
+            target=TARGET_THROUGHPUT, higher_is_better=True,
+        ),
+        dict(
+            measure=f"{label}, p50 ms", aiayn=batched["p50_ms"], peer="one at a time",
+            peer_value=single["p50_ms"], ratio=batched["p50_ms"] / single["p50_ms"],
+            target=TARGET_LATENCY, higher_is_better=False,
+        ),
+    ]  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, help="a model directory (default: the tests' tiny toy model)")
@@ -152,7 +182,8 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--modes", default="batched,unbatched", help=f"comma-separated: {', '.join(MODES)}")
-    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--int8", action="store_true", help="serve with --int8 (int8 linear layers)")
+    parser.add_argument("--json", type=Path, help="also write the rows and results here (for run_all.py)")
     args = parser.parse_args()
     modes = args.modes.split(",")
     if not 0 < args.seconds <= MAX_SECONDS or args.clients < 1 or not set(modes) <= set(MODES):
@@ -162,13 +193,16 @@ def main() -> int:
         if args.texts:
             texts = [line for line in args.texts.read_text().splitlines() if line.strip()]
         texts = texts or ["El perro come.", "La casa es grande.", "Buenos días."]
-        results = run_modes(model_dir, texts, modes, args.clients, args.seconds, Path(tmp))
+        extra = ["--int8"] if args.int8 else []
+        results = run_modes(model_dir, texts, modes, args.clients, args.seconds, Path(tmp), extra)
     print(
-        f"\n{args.clients} clients x {args.seconds:g} s against 127.0.0.1, model {args.model or 'tiny toy'}\n"
+        f"\n{args.clients} clients x {args.seconds:g} s against 127.0.0.1, model {args.model or 'tiny toy'}"
+        f"{', int8' if args.int8 else ''}\n"
     )
     report(results)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        data = {"rows": rows(results, args.clients, args.int8), "results": results}
+        args.json.write_text(json.dumps(data, indent=2) + "\n")
     errors = sum(r["errors"] for r in results.values())
     if errors:
         print(f"FAILED: {errors} requests failed", file=sys.stderr)

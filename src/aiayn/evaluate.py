@@ -64,8 +64,12 @@ def evaluate_files(hyp_path: str | Path, ref_path: str | Path) -> dict[str, Any]
     return {**score_texts(hyps, refs), "hypotheses": str(hyp_path), "references": str(ref_path)}
 
 
-def _translator(model: Translator | Transformer | str | Path, data_dir: Path, device: Any) -> Translator:
+def _translator(
+    model: Translator | Transformer | str | Path, data_dir: Path, device: Any, int8: bool = False
+) -> Translator:
     """A Translator from a Translator, a model directory, or a Transformer (+ the data's spm.model)."""
+    if int8 and not isinstance(model, (str, Path)):
+        raise AiaynError("int8 applies to a model directory (or quantise with aiayn.model.quantize)")
     if isinstance(model, Translator):
         return model
     if isinstance(model, torch.nn.Module):
@@ -76,7 +80,7 @@ def _translator(model: Translator | Transformer | str | Path, data_dir: Path, de
         if not isinstance(model, Transformer):
             raise AiaynError(f"evaluate_model needs a Transformer, got {type(model).__name__}")
         return Translator(model, Tokenizer.load(data_dir / "spm.model"))
-    return Translator.load(model, device)
+    return Translator.load(model, device, int8=int8)
 
 
 def write_scores(scores: dict[str, Any], out_dir: str | Path) -> Path:
@@ -98,19 +102,21 @@ def evaluate_model(
     device: Any = None,
     limit: int | None = None,
     progress: bool = False,
+    int8: bool = False,
 ) -> dict[str, Any]:
     """Translate DATA_DIR/raw/{split}.src with beam search and score it against raw/{split}.tgt.
 
     `model`: a Translator, a model directory, or a Transformer (its tokenizer is the data
     directory's spm.model; the trainer's dev BLEU). With `out_dir`, the hypotheses go to
     out_dir/{split}.hyp and the scores to out_dir/scores.json. `limit`: the first N sentences only.
+    `int8`: load the model directory for int8 inference (CPU; aiayn.model.quantize).
     """
     data_dir = Path(data_dir)
     src_path, ref_path = data_dir / "raw" / f"{split}.src", data_dir / "raw" / f"{split}.tgt"
     sources, references = read_lines(src_path)[:limit], read_lines(ref_path)[:limit]
     if len(sources) != len(references):
         raise AiaynError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
-    translator = _translator(model, data_dir, device)
+    translator = _translator(model, data_dir, device, int8)
     d = decode_config or DecodeConfig()
     was_training = translator.model.training
     translator.model.eval()
@@ -121,6 +127,8 @@ def evaluate_model(
         )  # fmt: skip
     translator.model.train(was_training)
     scores = {"split": split, **score_texts(hypotheses, references), "decode": d.to_dict()}
+    if translator.int8:
+        scores["int8"] = True
     if out_dir is not None:
         hyp_path = Path(out_dir) / f"{split}.hyp"
         hyp_path.parent.mkdir(parents=True, exist_ok=True)

@@ -33,8 +33,10 @@ def read_metrics(path: str | Path) -> dict[str, list[dict]]:
     return rows
 
 
-def _curve(out: Path, title: str, ylabel: str, series: dict[str, list[dict]], log_y: bool = False) -> Path:
-    """One PNG: each series is (label -> rows), plotted as row[key] against row['step']."""
+def plot_curve(
+    out: Path, title: str, ylabel: str, series: dict[str, tuple[str, list[dict]]], log_y: bool = False
+) -> Path:
+    """One PNG: `series` maps a label to (key, rows), plotted as row[key] against row['step']."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -67,17 +69,17 @@ def plot_training_curves(run_dir: str | Path, out_dir: str | Path | None = None)
     out = Path(out_dir) if out_dir is not None else run_dir / "plots"
     out.mkdir(parents=True, exist_ok=True)
     written = [
-        _curve(
+        plot_curve(
             out / "loss.png",
             "Label-smoothed loss per target token",
             "loss",
             {"train": ("loss", train), "dev": ("dev_loss", dev)},
         ),
-        _curve(out / "lr.png", "Learning rate (Eq. 3)", "lr", {"lr": ("lr", train)}),
+        plot_curve(out / "lr.png", "Learning rate (Eq. 3)", "lr", {"lr": ("lr", train)}),
     ]
     if dev:
         written.append(
-            _curve(
+            plot_curve(
                 out / "dev_loss.png",
                 "Dev loss: true vs shuffled sources",
                 "loss",
@@ -85,7 +87,7 @@ def plot_training_curves(run_dir: str | Path, out_dir: str | Path | None = None)
             )
         )
     if any(r.get("dev_bleu") is not None for r in dev):
-        written.append(_curve(out / "dev_bleu.png", "Dev BLEU", "BLEU", {"dev": ("dev_bleu", dev)}))
+        written.append(plot_curve(out / "dev_bleu.png", "Dev BLEU", "BLEU", {"dev": ("dev_bleu", dev)}))
     return written
 
 

@@ -152,8 +152,45 @@ def test_missing_libreoffice_package_names_it(tmp_path):
         libreoffice_module.aligned_pairs(tmp_path)
 
 
+def test_missing_spanish_libreoffice_help_names_it(tmp_path):
+    (tmp_path / "en-US" / "text").mkdir(parents=True)
+    with pytest.raises(MissingPackageError, match="apt-get install libreoffice-help-es"):
+        libreoffice_module.aligned_pairs(tmp_path, source="es", target="en-US")
+
+
+def test_libreoffice_pairs_align_in_either_direction(tmp_path):
+    for language, text in (("en-US", "Open the file."), ("es", "Abra el archivo.")):
+        (tmp_path / language / "text" / "shared").mkdir(parents=True)
+        page = f'<p id="a">{text}</p><p id="b">LibreOffice</p><p id="c">42</p>'
+        (tmp_path / language / "text" / "shared" / "page.html").write_text(page, encoding="utf-8")
+    assert libreoffice_module.aligned_pairs(tmp_path, source="es", target="en-US") == [
+        ("Abra el archivo.", "Open the file.")
+    ]
+    assert libreoffice_module.aligned_pairs(tmp_path, source="en-US", target="es") == [
+        ("Open the file.", "Abra el archivo.")
+    ]
+
+
+@pytest.mark.slow
+def test_libreoffice_spanish_english():
+    if not (libreoffice_module.HELP_ROOT / "es").is_dir():
+        pytest.skip("libreoffice-help-es missing: run `make deb`")
+    splits = load_builtin("libreoffice-es-en")
+    pairs = _all_pairs(splits)
+    assert abs(len(pairs) - 30_279) <= 0.05 * 30_279  # measured when the corpus was added
+    assert 500 <= len(splits["valid"]) <= 1000 and 500 <= len(splits["test"]) <= 1000
+    assert not {s for s, _ in splits["train"]} & {s for s, _ in splits["valid"] + splits["test"]}
+    english = dict(pairs)
+    assert english.get("Especifica opciones adicionales para todos los diccionarios.") == (
+        "Specifies additional options for all dictionaries."
+    )
+    assert (CORPORA["libreoffice-es-en"].src_lang, CORPORA["libreoffice-es-en"].tgt_lang) == ("es", "en")
+
+
 def test_unknown_corpus_lists_the_known_ones():
-    with pytest.raises(AiaynError, match="bible-es-en, bible-es-en-web, libreoffice-en-de"):
+    with pytest.raises(
+        AiaynError, match="bible-es-en, bible-es-en-web, libreoffice-en-de, libreoffice-es-en"
+    ):
         get_corpus("wmt14")
     assert CORPORA["libreoffice-en-de"].src_lang == "en" and CORPORA["libreoffice-en-de"].tgt_lang == "de"
 

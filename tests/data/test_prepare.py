@@ -54,6 +54,7 @@ def test_data_directory_layout_and_counts(tmp_path, corpus):
         "bad_lines": 0,
         "empty": 2,
         "overlap_with_train": 0,
+        "train_limit": 0,
         "too_long": 1,
         "ratio": 1,
     }
@@ -193,6 +194,83 @@ def test_cli_prepares_and_summarises(tmp_path, write_corpus, capsys):
     out = capsys.readouterr().out
     assert "xx->en" in out and "train 288" in out
     assert json.loads((tmp_path / "d" / "meta.json").read_text())["src_lang"] == "xx"
+
+
+def test_reuses_a_vocabulary_unchanged(tmp_path, corpus, write_corpus):
+    first = _prepare_corpus(tmp_path / "first", corpus)
+    src, tgt = write_corpus(200, seed=7, names=("other.es", "other.en"))
+    for spm in (first, first / "spm.model"):  # a data or model directory, or the file itself
+        out = prepare(tmp_path / "second", src=src, tgt=tgt, spm=spm, progress=False, force=True)
+        assert (out / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
+    meta = load_meta(out)
+    tokenizer = Tokenizer.load(first / "spm.model")
+    assert meta["vocab_size"] == meta["requested_vocab_size"] == tokenizer.vocab_size
+    assert meta["tokenizer"]["trained_on"] == f"reused: {(first / 'spm.model').resolve()}"
+    assert _lines(out / "spm.vocab") == _lines(first / "spm.vocab")
+    train = TokenDataset(out, "train")
+    raw = _lines(out / "raw" / "train.src")
+    assert [list(train[i][0][:-1]) for i in range(len(raw))] == tokenizer.encode(raw)
+    assert meta["unk"]["train"] == {"src": 0, "tgt": 0}
+
+
+def test_a_reused_vocabulary_counts_unknown_characters(tmp_path, corpus):
+    first = _prepare_corpus(tmp_path / "first", corpus)
+    tsv = tmp_path / "digits.tsv"
+    tsv.write_text("".join(f"the {i} water\tday {i}\n" for i in range(200)))
+    meta = load_meta(prepare(tmp_path / "d", tsv=tsv, spm=first, progress=False))
+    # the first corpus has no digits: each number is one unk piece on each side
+    for side in ("src", "tgt"):
+        assert sum(meta["unk"][split][side] for split in ("train", "valid", "test")) == 200
+    assert meta["unk"]["train"]["tgt"] == meta["pairs"]["train"]
+
+
+def test_vocabulary_reuse_errors(tmp_path, corpus):
+    src, tgt, _, _ = corpus
+    first = _prepare_corpus(tmp_path / "first", corpus)
+    size = load_meta(first)["vocab_size"]
+    with pytest.raises(AiaynError, match=f"has {size} pieces but --vocab-size asks for 8000"):
+        prepare(tmp_path / "d", src=src, tgt=tgt, spm=first, vocab_size=8000)
+    with pytest.raises(AiaynError, match="no SentencePiece model there"):
+        prepare(tmp_path / "d", src=src, tgt=tgt, spm=tmp_path)
+    with pytest.raises(AiaynError, match="not a SentencePiece model"):
+        prepare(tmp_path / "d", src=src, tgt=tgt, spm=first / "meta.json")
+    assert not (tmp_path / "d").exists()
+
+
+def test_train_limit_keeps_a_seeded_sample(tmp_path, write_corpus):
+    src, tgt = write_corpus(500, seed=3)
+    full = prepare(tmp_path / "full", src=src, tgt=tgt, vocab_size=100, progress=False)
+    a, b, c = (
+        prepare(tmp_path / name, src=src, tgt=tgt, vocab_size=100, train_limit=100, seed=seed, progress=False)
+        for name, seed in (("a", 1), ("b", 1), ("c", 2))
+    )
+    meta = load_meta(a)
+    assert meta["pairs"]["train"] == 100 and meta["filters"]["train_limit"] == 100
+    assert meta["dropped"]["train"]["train_limit"] == load_meta(full)["pairs"]["train"] - 100
+    sample, everything = _lines(a / "raw" / "train.src"), _lines(full / "raw" / "train.src")
+    assert set(sample) <= set(everything) and sample == [s for s in everything if s in set(sample)]
+    assert sample == _lines(b / "raw" / "train.src") != _lines(c / "raw" / "train.src")
+    for split in ("valid", "test"):  # held-out pairs are drawn before the sample: the same as without it
+        assert _lines(a / "raw" / f"{split}.src") == _lines(full / "raw" / f"{split}.src")
+    more = prepare(tmp_path / "more", src=src, tgt=tgt, vocab_size=100, train_limit=10_000, progress=False)
+    assert _lines(more / "raw" / "train.src") == everything
+    with pytest.raises(AiaynError, match="--train-limit must be at least 1"):
+        prepare(tmp_path / "e", src=src, tgt=tgt, train_limit=0)
+
+
+def test_cli_reuses_a_vocabulary_with_a_train_limit(tmp_path, write_corpus, capsys):
+    src, tgt = write_corpus(300)
+    first = tmp_path / "first"
+    assert (
+        main(["prepare", "--src", str(src), "--tgt", str(tgt), "--out", str(first), "--vocab-size", "100"])
+        == 0
+    )
+    argv = ["prepare", "--src", str(src), "--tgt", str(tgt), "--out", str(tmp_path / "d")]
+    assert main([*argv, "--spm", str(first), "--train-limit", "50", "--no-progress"]) == 0
+    assert "train 50," in capsys.readouterr().out
+    assert (tmp_path / "d" / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
+    assert main([*argv, "--spm", str(first), "--vocab-size", "50", "--force"]) == 2
+    assert "--vocab-size asks for 50" in capsys.readouterr().err
 
 
 @pytest.mark.slow

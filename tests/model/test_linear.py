@@ -6,7 +6,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from aiayn.model import linear as linear_module
-from aiayn.model.linear import _OneDNNLinear, _use_onednn, linear, linear_backend, project
+from aiayn.model.linear import (
+    EXACT_ROWS,
+    _OneDNNLinear,
+    _use_onednn,
+    linear,
+    linear_backend,
+    padded_rows,
+    project,
+)
 
 needs_onednn = pytest.mark.skipif(not linear_backend.enabled, reason="oneDNN routing unavailable or off")
 
@@ -21,10 +29,14 @@ def float64_reference(x, weight, bias, grad):
 
 
 @needs_onednn
-@pytest.mark.parametrize("shape, d_in, d_out", [((6, 5), 24, 40), ((3, 4, 7), 40, 24), ((9,), 16, 16)])
+@pytest.mark.parametrize(
+    "shape, d_in, d_out",
+    [((6, 5), 24, 40), ((3, 4, 7), 40, 24), ((9,), 16, 16), ((13, 77), 24, 40), ((7, 15), 40, 24)],
+)
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_onednn_linear_matches_float64(shape, d_in, d_out, with_bias):
-    """Both weight-gradient layouts (out > in, out < in) and 2-D/3-D inputs."""
+    """Both weight-gradient layouts (out > in, out < in), 2-D/3-D inputs, and row counts that are
+    padded (1001 -> 1008, 105 -> 106 rows) as well as ones that are not."""
     rows_shape = shape if len(shape) > 1 else (shape[0], 1)
     x = torch.randn(*rows_shape, d_in, requires_grad=True)
     weight = torch.randn(d_out, d_in, requires_grad=True)
@@ -54,6 +66,17 @@ def test_gradcheck_through_onednn_for_frozen_input():
     (F.linear(x.double(), w64, b64) ** 2).sum().backward()
     torch.testing.assert_close(weight.grad.double(), w64.grad, rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(bias.grad.double(), b64.grad, rtol=1e-5, atol=1e-4)
+
+
+def test_padded_rows_bound_the_shapes_and_the_extra_work():
+    """Few distinct shapes (so oneDNN keeps few primitives), never fewer rows, at most 1/32 more."""
+    sizes = {padded_rows(rows) for rows in range(1, 16385)}
+    assert len(sizes) <= EXACT_ROWS + 32 * 8  # exact up to 64, then 32 per power of two to 2^14
+    for rows in range(1, 16385):
+        padded = padded_rows(rows)
+        assert rows <= padded <= rows * (1 + 1 / 32)
+        assert padded_rows(padded) == padded
+    assert padded_rows(EXACT_ROWS) == EXACT_ROWS and padded_rows(1001) == 1008
 
 
 def test_routing_rules():

@@ -42,6 +42,7 @@ def test_model_info(client, translator):
     assert (info["src_lang"], info["tgt_lang"]) == ("es", "en")
     assert info["parameters"] == sum(p.numel() for p in translator.model.parameters())
     assert info["config"] == translator.config.to_dict()
+    assert info["int8"] is False
     assert info["limits"] == {"max_batch": 5, "max_chars": 40, "timeout": 30.0}
 
 

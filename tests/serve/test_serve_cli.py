@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 
 import pytest
+import uvicorn
+from fastapi.testclient import TestClient
 
 from aiayn.cli import main
 
@@ -35,3 +37,21 @@ def test_bad_settings(tmp_path, capsys, flags, message):
 def test_not_a_model_dir(tmp_path, capsys):
     assert main(["serve", str(tmp_path / "nothing"), "--port", "0"]) == 2
     assert "not a model directory" in capsys.readouterr().err
+
+
+def test_serve_int8_loads_an_int8_model(tiny_model_dir, monkeypatch, capsys):
+    """`aiayn serve --int8` up to the point where uvicorn would start serving, then the app itself."""
+    seen = {}
+
+    def run(server, sockets):
+        with TestClient(server.config.app) as client:
+            seen["model"] = client.get("/v1/model").json()
+            seen["translation"] = client.post("/v1/translate", json={"text": "el gato come"}).json()
+        for sock in sockets:
+            sock.close()
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    assert main(["serve", str(tiny_model_dir), "--port", "0", "--int8"]) == 0
+    assert ", int8 on http://127.0.0.1:" in capsys.readouterr().out
+    assert seen["model"]["int8"] is True and seen["model"]["parameters"] > 0
+    assert seen["translation"]["translations"][0]["text"]

@@ -6,12 +6,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from toy_data import tiny_config
 
 from aiayn.cli import main
 from aiayn.config import ModelConfig, RunConfig
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_model_dir
+from aiayn.train.checkpoint import average_run
 from aiayn.train.run import build_run_config
+from aiayn.train.trainer import train
 
 CONFIGS = Path(__file__).parent.parent.parent / "configs"
 
@@ -135,3 +138,29 @@ def test_errors_are_one_line(tmp_path, capsys):
     assert main(["train", str(tmp_path), "--out", str(tmp_path / "run"), "--preset", "tiny"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "aiayn prepare" in err
+
+
+@pytest.mark.slow
+def test_init_from_starts_training_from_the_given_weights(data_dir, tmp_path):
+    """`aiayn train --init-from`: the first update's loss is the trained model's, far below a fresh start."""
+    trained = train(data_dir, tmp_path / "trained", tiny_config(max_steps=25, log_every=5), progress=False)
+    model_dir = average_run(tmp_path / "trained", last=1)
+    config_file = tmp_path / "one_step.yaml"
+    tiny_config(max_steps=1, log_every=1).to_yaml(config_file)
+
+    def first_loss(run: Path, *extra: str) -> float:
+        args = ["train", str(data_dir), "--out", str(run), "--config", str(config_file), "--no-progress"]
+        assert main([*args, *extra]) == 0
+        return next(
+            r["loss"] for r in map(json.loads, (run / "metrics.jsonl").open()) if r["kind"] == "train"
+        )
+
+    scratch = first_loss(tmp_path / "scratch")
+    fine = first_loss(tmp_path / "fine", "--init-from", str(model_dir))
+    trained_loss = [
+        r["loss"] for r in map(json.loads, (trained.checkpoint.parent.parent / "metrics.jsonl").open())
+    ]
+    assert fine < scratch - 1.0, (fine, scratch)
+    assert fine < trained_loss[-1] + 0.5, (fine, trained_loss)
+    info = json.loads((tmp_path / "fine" / "run.json").read_text())
+    assert info["init_from"] == str(model_dir.resolve())

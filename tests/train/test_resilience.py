@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from toy_data import tiny_config
 
 from aiayn.config import RunConfig
 from aiayn.model.transformer import Transformer
 from aiayn.train.checkpoint import list_checkpoints, load_checkpoint
 from aiayn.train.trainer import train
-from conftest import tiny_config
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
@@ -25,7 +25,7 @@ import sys, time
 import torch
 torch.set_num_threads({threads})  # as in this process: the same float summation order
 sys.path.insert(0, {here!r})
-from conftest import tiny_config
+from toy_data import tiny_config
 from aiayn.train import checkpoint
 from aiayn.train.trainer import train
 

@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file
+from toy_data import tiny_config
 
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_model_dir
@@ -12,7 +13,6 @@ from aiayn.model.transformer import Transformer
 from aiayn.train import trainer as trainer_module
 from aiayn.train.checkpoint import average_run, list_checkpoints
 from aiayn.train.trainer import train
-from conftest import tiny_config
 
 
 def weights(checkpoint_dir):
@@ -39,8 +39,9 @@ def test_resume_is_bitwise_exact(data_dir, tmp_path):
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], weights(first.checkpoint)[k]) for k in a)
-    # metrics.jsonl of the resumed run holds each step once, as the straight run's does
-    assert train_steps(tmp_path / "b") == train_steps(tmp_path / "a")
+    # metrics.jsonl of the resumed run holds each step once, as the straight run's does, plus the
+    # row the first run wrote for its last steps when it stopped (step 5, between two log steps)
+    assert train_steps(tmp_path / "b") == sorted({*train_steps(tmp_path / "a"), 5})
 
 
 def train_steps(run):
@@ -96,6 +97,13 @@ def test_stops_at_max_epochs_and_time_budget(data_dir, tmp_path):
     result = train(data_dir, tmp_path / "m", tiny_config(max_steps=None, minutes=0.0), progress=False)
     assert (result.stop_reason, result.step) == ("minutes", 1)
     assert [p.name for p in list_checkpoints(tmp_path / "m")] == ["step_000001"]
+
+
+def test_last_steps_are_logged_when_the_run_stops_between_logs(data_dir, tmp_path):
+    """A run that stops before its next `log_every` step still writes its train row (one-minute runs)."""
+    train(data_dir, tmp_path / "r", tiny_config(max_steps=7, log_every=5), progress=False)
+    rows = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["kind"] == "train"] == [5, 7]
 
 
 def test_early_stopping_on_dev_loss(data_dir, tmp_path, monkeypatch):

@@ -107,6 +107,7 @@ def test_sinusoidal_positions_are_fixed_and_not_saved():
         (dict(positions="rotary"), "positions="),
         (dict(n_heads=5), "not divisible by n_heads"),
         (dict(n_classes=1), "at least 2"),
+        (dict(stem_channels=-1), "stem_channels"),
     ],
 )
 def test_bad_configs_are_refused(changes, message):
@@ -140,3 +141,24 @@ def test_pixels_are_normalised_inside_the_model():
         expected = model.patch_embed(patchify((images - 0.5) / 0.25, 7))
         got = model.embed(images)[:, 1:] - model.positions[1:]
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
+
+
+def test_hybrid_stem_is_a_3x3_convolution_then_the_same_patches():
+    """stem_channels > 0: each patch vector is cut from GELU(conv3x3(image)) maps, not the pixels;
+    checked against F.conv2d and an explicit loop over one patch, and saved with the model."""
+    model = VisionTransformer(tiny_config(patch_size=7, stem_channels=3)).eval()
+    images = torch.rand(2, 1, 28, 28)
+    conv = model.stem[0]
+    with torch.no_grad():
+        maps = torch.nn.functional.gelu(
+            torch.nn.functional.conv2d((images - 0.286) / 0.353, conv.weight, conv.bias, padding=1)
+        )  # (2, 3, 28, 28)
+        patch = maps[:, :, 7:14, 14:21].permute(0, 2, 3, 1).reshape(2, -1)  # grid row 1, column 2
+        expected = model.patch_embed(patch)
+        got = model.embed(images)[:, 1 + 1 * 4 + 2] - model.positions[1 + 1 * 4 + 2]
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    assert model.patch_embed.in_features == 3 * 49
+    assert model.num_parameters() == VisionTransformer(tiny_config(patch_size=7)).num_parameters() + (
+        (3 * 9 + 3) + (3 - 1) * 49 * 32
+    )
+    assert model(images).shape == (2, 10)

@@ -51,7 +51,9 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
     )
     source = p.add_mutually_exclusive_group()
     source.add_argument(
-        "--corpus", metavar="NAME", help="built-in: bible-es-en (default), bible-es-en-web, libreoffice-en-de"
+        "--corpus",
+        metavar="NAME",
+        help="built-in: bible-es-en (default), bible-es-en-web, libreoffice-en-de, libreoffice-es-en",
     )
     source.add_argument("--src", metavar="F", help="source sentences, one per line (with --tgt)")
     source.add_argument("--tsv", metavar="F", help="source<TAB>target, one pair per line")
@@ -63,10 +65,21 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
         p.add_argument(f"--{split}-tsv", metavar="F", help=f"{split} pairs as TSV")
     p.add_argument("--src-lang", help="source language code (default: the --src file's suffix)")
     p.add_argument("--tgt-lang", help="target language code (default: the --tgt file's suffix)")
-    p.add_argument("--vocab-size", type=int, default=8000, help="joint BPE pieces (paper: 37000)")
+    p.add_argument("--vocab-size", type=int, help="joint BPE pieces (default 8000; paper: 37000)")
+    p.add_argument(
+        "--spm",
+        metavar="F",
+        help="encode with this SentencePiece model (or a model/data directory's spm.model) instead of "
+        "training one: to fine-tune that model on this data (aiayn train --init-from)",
+    )
     p.add_argument("--max-len", type=int, default=250, help="drop longer train pairs (tokens)")
     p.add_argument("--max-ratio", type=float, default=9.0, help="drop train pairs with a larger length ratio")
-    p.add_argument("--seed", type=int, default=1, help="seed of the valid/test split of your own files")
+    p.add_argument(
+        "--train-limit", type=int, metavar="N", help="keep a seeded random sample of N train pairs"
+    )
+    p.add_argument(
+        "--seed", type=int, default=1, help="seed of the split of your own files and of the sample"
+    )
     p.add_argument("--force", action="store_true", help="prepare again even if DATA_DIR is already prepared")
     p.add_argument("--skip-bad-lines", action="store_true", help="skip (and count) invalid UTF-8 / TSV lines")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -93,8 +106,10 @@ def _run_prepare(args: argparse.Namespace) -> None:
         src_lang=args.src_lang,
         tgt_lang=args.tgt_lang,
         vocab_size=args.vocab_size,
+        spm=args.spm,
         max_len=args.max_len,
         max_ratio=args.max_ratio,
+        train_limit=args.train_limit,
         seed=args.seed,
         force=args.force,
         skip_bad_lines=args.skip_bad_lines,
@@ -205,6 +220,7 @@ def _add_search_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-len-b", type=int, default=50, help="see --max-len-a")
     p.add_argument("--max-tokens", type=int, default=4096, help="source tokens per batch (padding counted)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: a GPU if there is one)")
+    p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
 
 
 def _search_options(args: argparse.Namespace, n_best: int = 1) -> dict:
@@ -244,7 +260,7 @@ def _run_translate(args: argparse.Namespace) -> None:
 
     options = _search_options(args, args.nbest)
     DecodeConfig(**options)  # bad settings fail before the model loads
-    translator = Translator.load(args.model_dir, args.device)
+    translator = Translator.load(args.model_dir, args.device, int8=args.int8)
     if args.input and not Path(args.input).is_file():
         raise AiaynError(f"{args.input}: no such file")
     with contextlib.ExitStack() as stack:
@@ -301,6 +317,7 @@ def _run_evaluate(args: argparse.Namespace) -> None:
             device=args.device,
             limit=args.limit,
             progress=not args.no_progress,
+            int8=args.int8,
         )
         scores["scores"] = str(Path(out) / "scores.json")
     print(scores["bleu_text"])

@@ -20,6 +20,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-wait-ms", type=float, default=5.0, help="ms to gather requests into one batch")
     p.add_argument("--batch-texts", type=int, default=64, help="most texts per model call; 1 = no batching")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: a GPU if there is one)")
+    p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
     p.set_defaults(handler=_run_serve)
 
 
@@ -29,7 +30,7 @@ def _run_serve(args: argparse.Namespace) -> None:
     settings = ServeSettings(
         args.max_batch, args.max_chars, args.timeout, args.batch_wait_ms, args.batch_texts
     )
-    serve(args.model_dir, args.host, args.port, settings, args.device)
+    serve(args.model_dir, args.host, args.port, settings, args.device, int8=args.int8)
 
 
 def add_attention(sub: argparse._SubParsersAction) -> None:

@@ -1,13 +1,15 @@
 """One SentencePiece BPE vocabulary shared by source and target (section 5.1).
 
 The paper encodes sentences with byte-pair encoding into a shared source-target vocabulary (about
-37,000 tokens for English-German); we train SentencePiece's BPE on the train split only. Special ids
+37,000 tokens for English-German); we train SentencePiece's BPE on the train split only (or
+copy a trained model's, `copy_to`, to fine-tune it on new data). Special ids
 are the ones `ModelConfig` expects: pad 0, unk 1, bos 2, eos 3. `encode` returns the pieces' ids
 without bos/eos; the dataset appends eos and the batch prepends bos.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -72,6 +74,16 @@ class Tokenizer:
         except (OSError, RuntimeError) as err:
             raise AiaynError(f"{path}: not a SentencePiece model ({err})") from None
         return cls(processor, path)
+
+    def copy_to(self, model_path: str | Path) -> Tokenizer:
+        """Copy the model file unchanged (runs compare it byte for byte), write its .vocab beside it."""
+        model_path = Path(model_path)
+        shutil.copyfile(self.path, model_path)
+        with open(model_path.with_suffix(".vocab"), "w", encoding="utf-8") as f:
+            f.writelines(
+                f"{self._sp.id_to_piece(i)}\t{self._sp.get_score(i):g}\n" for i in range(self.vocab_size)
+            )
+        return Tokenizer.load(model_path)
 
     @property
     def vocab_size(self) -> int:

@@ -1,6 +1,7 @@
 """Translator: text in, text out with the beam search of section 6.1.
 
     translator = Translator.load("runs/quickstart/model")
+    translator = Translator.load("runs/quickstart/model", int8=True)   # int8 linear layers, CPU
     translator.translate(["En el principio era el Verbo."])           # ['In the beginning ...']
     translator.translate(texts, beam_size=4, n_best=4)                 # [[Translation, ...], ...]
 
@@ -26,6 +27,7 @@ from aiayn.decode.search import Hypothesis
 from aiayn.decode.stepper import decode_batch, source_limit
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_model_dir
+from aiayn.model.quantize import check_int8_device, is_int8, quantize_int8
 from aiayn.model.transformer import Transformer
 
 TruncationHook = Callable[[int, int, int], None]  # (index in the input, its length, the limit)
@@ -85,11 +87,26 @@ class Translator:
         self.config = model.config
 
     @classmethod
-    def load(cls, model_dir: str | Path, device: str | torch.device | None = None) -> Translator:
-        """Read a model directory (config.json, model.safetensors, tokenizer); GPU when there is one."""
+    def load(
+        cls, model_dir: str | Path, device: str | torch.device | None = None, int8: bool = False
+    ) -> Translator:
+        """Read a model directory (config.json, model.safetensors, tokenizer); GPU when there is one.
+
+        `int8`: quantise the linear layers for int8 inference (aiayn.model.quantize; CPU only, and
+        the CPU by default).
+        """
+        if int8:
+            device = check_int8_device(device)
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         model, info = load_model_dir(model_dir, device)
+        if int8:
+            quantize_int8(model)
         return cls(model, load_tokenizer(model_dir, info), info)
+
+    @property
+    def int8(self) -> bool:
+        """Whether the model runs in int8 (Translator.load(..., int8=True))."""
+        return is_int8(self.model)
 
     @property
     def device(self) -> torch.device:

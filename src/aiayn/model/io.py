@@ -30,13 +30,18 @@ def write_config(out_dir: Path, config: ModelConfig, **info: Any) -> None:
     """Write config.json: the model config plus languages, tokenizer settings and the like."""
     data = {"format_version": FORMAT_VERSION, "model": config.to_dict(), **info}
     data.setdefault("tokenizer", {"type": "sentencepiece", "model": SPM_FILE})
+    write_config_json(out_dir, data)
+
+
+def write_config_json(out_dir: Path, data: dict[str, Any]) -> None:
+    """Write OUT/config.json through a temporary file and a rename (a crash leaves the old one)."""
     tmp = out_dir / (CONFIG_FILE + ".tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, out_dir / CONFIG_FILE)
 
 
-def read_config(model_dir: str | Path) -> tuple[ModelConfig, dict[str, Any]]:
-    """config.json -> (ModelConfig, the whole dict); clear errors for a missing or foreign file."""
+def read_config_json(model_dir: str | Path) -> tuple[Path, dict[str, Any]]:
+    """-> (path of config.json, its dict), with one-line errors for a missing, broken or newer file."""
     path = Path(model_dir) / CONFIG_FILE
     if not path.is_file():
         raise AiaynError(f"{model_dir}: not a model directory (no {CONFIG_FILE})")
@@ -44,9 +49,15 @@ def read_config(model_dir: str | Path) -> tuple[ModelConfig, dict[str, Any]]:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise AiaynError(f"{path}:{err.lineno}: invalid JSON: {err.msg}") from None
-    version = data.get("format_version")
+    version = data.get("format_version") if isinstance(data, dict) else None
     if version != FORMAT_VERSION:
         raise AiaynError(f"{path}: format_version {version!r} is not supported (expected {FORMAT_VERSION})")
+    return path, data
+
+
+def read_config(model_dir: str | Path) -> tuple[ModelConfig, dict[str, Any]]:
+    """config.json -> (ModelConfig, the whole dict); clear errors for a missing or foreign file."""
+    path, data = read_config_json(model_dir)
     try:
         return ModelConfig.from_dict(data["model"]), data
     except (KeyError, ConfigError, TypeError) as err:
@@ -57,14 +68,20 @@ def save_model_dir(
     model: Transformer, out_dir: str | Path, spm_path: str | Path | None = None, **info: Any
 ) -> Path:
     """Write a model directory (config.json, model.safetensors, spm.model) and return its path."""
+    out = save_weights(model, out_dir)
+    if spm_path is not None and Path(spm_path).resolve() != (out / SPM_FILE).resolve():
+        shutil.copyfile(spm_path, out / SPM_FILE)
+    write_config(out, model.config, **info)
+    return out
+
+
+def save_weights(model: nn.Module, out_dir: str | Path) -> Path:
+    """Write OUT/model.safetensors (safetensors: loading it never runs code) -> OUT, made if needed."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / (WEIGHTS_FILE + ".tmp")
     save_model(model, str(tmp))
     os.replace(tmp, out / WEIGHTS_FILE)
-    if spm_path is not None and Path(spm_path).resolve() != (out / SPM_FILE).resolve():
-        shutil.copyfile(spm_path, out / SPM_FILE)
-    write_config(out, model.config, **info)
     return out
 
 

@@ -9,6 +9,12 @@ three products, y = x W^T + b, dx = dy W, dW = dy^T x, all go through oneDNN); e
 (GPUs, other dtypes, autocast, torch.compile, a single decoding row) takes `F.linear` unchanged.
 Results equal `F.linear`'s up to float32 rounding (summation order).
 
+oneDNN builds and keeps a primitive (JIT-compiled kernels and buffers, ~0.6-2 MB) for every shape it
+meets, and token-bucketed batches have a different number of rows almost every step: a tiny
+training run's memory grew past 6 GB in an hour. So the rows are padded with zeros to one of 32
+sizes per power of two (`padded_rows`: at most 1/32 more work), which bounds the shapes and the
+memory; the padding rows are dropped from the results and add nothing to the weight gradient.
+
 `AIAYN_ONEDNN=0` in the environment, or `linear_backend.enabled = False`, turns the routing off.
 """
 
@@ -21,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 MIN_ROWS = 4  # below this oneDNN's per-call overhead outweighs its faster kernels (one decoding row)
+EXACT_ROWS = 64  # up to this many rows shapes are used as they are; above, 32 sizes per octave
 
 
 def _onednn_available() -> bool:
@@ -42,6 +49,20 @@ def _mm(a: Tensor, b_t: Tensor, bias: Tensor | None = None) -> Tensor:
     return torch.ops.mkldnn._linear_pointwise(a, b_t, bias, "none", [], "")
 
 
+def padded_rows(rows: int) -> int:
+    """`rows` rounded up to a multiple of 2^(floor(log2 rows) - 5): 32 sizes per power of two."""
+    if rows <= EXACT_ROWS:
+        return rows
+    step = 1 << (rows.bit_length() - 6)
+    return -(-rows // step) * step
+
+
+def _pad_rows(t: Tensor) -> Tensor:
+    """t (rows, n) -> (padded_rows(rows), n), zeros below."""
+    extra = padded_rows(t.size(0)) - t.size(0)
+    return F.pad(t, (0, 0, 0, extra)) if extra else t
+
+
 def _weight_grad(g: Tensor, x2: Tensor) -> Tensor:
     """dW = g^T x for g (rows, out), x2 (rows, in) -> (out, in).
 
@@ -58,19 +79,21 @@ class _OneDNNLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        x2 = x.reshape(-1, x.size(-1))  # (rows, in)
+        rows = x.numel() // x.size(-1)
+        x2 = _pad_rows(x.reshape(rows, x.size(-1)))  # (padded rows, in)
         ctx.save_for_backward(x2, weight)
-        ctx.has_bias = bias is not None
-        return _mm(x2, weight, bias).view(*x.shape[:-1], weight.size(0))  # (..., out)
+        ctx.has_bias, ctx.rows = bias is not None, rows
+        return _mm(x2, weight, bias)[:rows].view(*x.shape[:-1], weight.size(0))  # (..., out)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         x2, weight = ctx.saved_tensors
-        g = grad.reshape(-1, grad.size(-1))  # (rows, out)
+        g = grad.reshape(ctx.rows, grad.size(-1))  # (rows, out)
         need_x, need_w, need_b = ctx.needs_input_grad
-        dx = _mm(g, weight.t()).view(*grad.shape[:-1], weight.size(1)) if need_x else None  # (..., in)
-        dw = _weight_grad(g, x2) if need_w else None  # (out, in)
         db = g.sum(0) if need_b and ctx.has_bias else None  # (out,)
+        g = _pad_rows(g)  # (padded rows, out)
+        dx = _mm(g, weight.t())[: ctx.rows].view(*grad.shape[:-1], weight.size(1)) if need_x else None
+        dw = _weight_grad(g, x2) if need_w else None  # (out, in)
         return dx, dw, db
 
 

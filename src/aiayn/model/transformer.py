@@ -120,6 +120,10 @@ class Transformer(nn.Module):
         else:
             self.output_weight = self.tgt_embed.weight
         self.output_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.final_logits_bias else None
+        # Set by int8 quantisation (aiayn.model.quantize): an int8 pre-softmax layer used instead
+        # of the float32 matmul, and the parameter count before the Linear weights became int8.
+        self.output_layer: nn.Module | None = None
+        self.int8, self.float_parameters = False, 0
         self._init_projections()
 
     @staticmethod
@@ -139,7 +143,9 @@ class Transformer(nn.Module):
 
     # -- pieces ---------------------------------------------------------------------------------
     def num_parameters(self) -> int:
-        """Trainable parameters, each shared tensor counted once."""
+        """Trainable parameters, each shared tensor counted once (an int8 model: before quantisation)."""
+        if self.int8:
+            return self.float_parameters
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
 
     def _embed(self, tokens: Tensor, embed: TokenEmbedding, pos: nn.Module, offset: int = 0) -> Tensor:
@@ -161,6 +167,8 @@ class Transformer(nn.Module):
 
     def logits(self, h: Tensor) -> Tensor:
         """Pre-softmax linear transformation (3.4): (..., d_model) -> (..., vocab)."""
+        if self.output_layer is not None:
+            return self.output_layer(h)
         return linear(h, self.output_weight, self.output_bias)
 
     # -- the passes -----------------------------------------------------------------------------

@@ -34,15 +34,20 @@ def serve(
     port: int = 8000,
     settings: ServeSettings | None = None,
     device: str | None = None,
+    int8: bool = False,
 ) -> None:
-    """Load the model directory and serve it until interrupted (127.0.0.1 unless told otherwise)."""
+    """Load the model directory and serve it until interrupted (127.0.0.1 unless told otherwise).
+
+    `int8`: int8 linear layers (aiayn.model.quantize; CPU only).
+    """
     import uvicorn
 
     from aiayn.decode.translator import Translator
 
-    translator = Translator.load(model_dir, device=device)
+    translator = Translator.load(model_dir, device=device, int8=int8)
     sock = _bind(host, port)
     app = create_app(translator, settings)
     url = f"http://{host}:{sock.getsockname()[1]}/"
-    print(f"aiayn serve: {model_dir} on {url} (API docs at {url}docs)", flush=True)
+    mode = ", int8" if int8 else ""
+    print(f"aiayn serve: {model_dir}{mode} on {url} (API docs at {url}docs)", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

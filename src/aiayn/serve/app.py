@@ -151,6 +151,7 @@ def model_info(translator: TranslatorLike, settings: ServeSettings) -> ModelInfo
         tgt_lang=info.get("tgt_lang"),
         parameters=translator.model.num_parameters(),
         config=translator.config.to_dict(),
+        int8=bool(getattr(translator, "int8", False)),
         limits=Limits(max_batch=settings.max_batch, max_chars=settings.max_chars, timeout=settings.timeout),
     )
 

@@ -73,6 +73,7 @@ class ModelInfo(BaseModel):
     tgt_lang: str | None
     parameters: int
     config: dict
+    int8: bool = Field(False, description="Whether the linear layers run in int8 (aiayn serve --int8).")
     limits: Limits
 
 

@@ -251,7 +251,7 @@ class Trainer:
         now = time.monotonic()
         tokens_per_s = tokens / max(now - self._window_start, 1e-9)
         self._window.zero_()
-        self._window_start = now
+        self._window_start, self._logged_step = now, self.state.step
         step, tokens = self.state.step, max(tokens, 1.0)
         row = {
             "loss": loss / tokens,
@@ -337,6 +337,7 @@ class Trainer:
     def run(self) -> TrainResult:
         self.start_time = self.saved_time = self._window_start = time.monotonic()
         self._window = torch.zeros(3, device=self.env.device)  # loss, nll, tokens since the last log
+        self._logged_step = self.state.step
         self.engine.train()
         reason = None
         try:
@@ -345,6 +346,8 @@ class Trainer:
                     reason = self._budget_reason()
                     if reason is None and self._update():
                         reason = self._after_update(signals)
+                if self.state.step > self._logged_step:  # the steps since the last log_every
+                    self._log_train()
                 if self.saved_step != self.state.step:
                     self._save()
         finally:

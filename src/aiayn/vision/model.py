@@ -32,6 +32,7 @@ class VisionConfig(_Serializable):
     image_size: int = 28
     channels: int = 1
     patch_size: int = 4  # 28 / 4 = a 7 x 7 grid: 49 patches + the class token
+    stem_channels: int = 0  # > 0: ViT's "hybrid" input, a 3x3 convolution before the patches
     n_classes: int = 10
     d_model: int = 64
     d_ff: int = 128
@@ -53,6 +54,8 @@ class VisionConfig(_Serializable):
             )
         if self.positions == "sinusoidal" and self.d_model % 4:
             raise ConfigError(f"2-D sinusoidal positions need d_model divisible by 4, got {self.d_model}")
+        if self.stem_channels < 0:
+            raise ConfigError(f"stem_channels must be 0 (plain patches) or more, got {self.stem_channels}")
         if self.n_classes < 2:
             raise ConfigError(f"n_classes must be at least 2, got {self.n_classes}")
         if self.pixel_std <= 0:
@@ -90,7 +93,14 @@ class VisionTransformer(nn.Module):
     def __init__(self, config: VisionConfig):
         super().__init__()
         self.config = c = config
-        self.patch_embed = nn.Linear(c.channels * c.patch_size**2, c.d_model)
+        # ViT's hybrid (Dosovitskiy et al. 3.1; Xiao et al., 2021): a 3x3 convolution gives each
+        # patch vector the local edges around its pixels; the patches are then cut from its maps.
+        self.stem = (
+            nn.Sequential(nn.Conv2d(c.channels, c.stem_channels, 3, padding=1), nn.GELU())
+            if c.stem_channels
+            else None
+        )
+        self.patch_embed = nn.Linear((c.stem_channels or c.channels) * c.patch_size**2, c.d_model)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, c.d_model))
         if c.positions == "learned":
             self.positions = nn.Parameter(torch.empty(c.n_patches + 1, c.d_model))
@@ -122,6 +132,8 @@ class VisionTransformer(nn.Module):
         (batch, 1 + n_patches, d_model), with dropout (5.4)."""
         c = self.config
         x = (images - c.pixel_mean) / c.pixel_std
+        if self.stem is not None:
+            x = self.stem(x)  # (batch, stem_channels, H, W)
         x = self.patch_embed(patchify(x, c.patch_size))  # (batch, n_patches, d_model)
         x = torch.cat([self.cls_token.expand(x.size(0), -1, -1), x], dim=1)  # (batch, 1 + n_patches, d_model)
         return F.dropout(x + self.positions, c.dropout, self.training)

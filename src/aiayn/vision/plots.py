@@ -13,7 +13,7 @@ from aiayn.errors import AiaynError
 from aiayn.vision.attention import attention_rollout, class_token_attention, patch_map
 from aiayn.vision.data import load_fashion_mnist
 from aiayn.vision.io import load_vision_model
-from aiayn.viz import _curve, read_metrics
+from aiayn.viz import plot_curve, read_metrics
 
 
 def plot_vision_curves(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
@@ -24,19 +24,19 @@ def plot_vision_curves(run_dir: str | Path, out_dir: str | Path | None = None) -
     out = Path(out_dir) if out_dir is not None else run_dir / "plots"
     out.mkdir(parents=True, exist_ok=True)
     return [
-        _curve(
+        plot_curve(
             out / "loss.png",
             "Loss",
             "loss",
             {"train (smoothed)": ("loss", train), "dev (nll)": ("valid_loss", dev)},
         ),
-        _curve(
+        plot_curve(
             out / "accuracy.png",
             "Accuracy",
             "accuracy",
             {"train": ("accuracy", train), "dev": ("valid_accuracy", dev)},
         ),
-        _curve(out / "lr.png", "Learning rate", "lr", {"lr": ("lr", train)}),
+        plot_curve(out / "lr.png", "Learning rate", "lr", {"lr": ("lr", train)}),
     ]
 
 

@@ -48,6 +48,13 @@ CORPORA: dict[str, BuiltinCorpus] = {
         "LibreOffice help paragraphs aligned by (page, element id), seeded split",
         load_libreoffice,
     ),
+    "libreoffice-es-en": BuiltinCorpus(
+        "es",
+        "en",
+        ("libreoffice-help-es", "libreoffice-help-en-us"),
+        "LibreOffice help paragraphs, Spanish -> English, aligned by (page, element id), seeded split",
+        lambda: load_libreoffice(source="es", target="en-US"),
+    ),
 }
 
 

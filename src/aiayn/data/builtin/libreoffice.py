@@ -1,10 +1,10 @@
-"""libreoffice-en-de: English -> German paragraphs of the LibreOffice help (technical prose).
+"""LibreOffice help paragraphs (technical prose): libreoffice-en-de, and libreoffice-es-en.
 
-Debian's `libreoffice-help-en-us` and `libreoffice-help-de` install the same HTML pages in both
-languages. Every paragraph, heading and table cell with an `id` attribute is one translation unit;
-units align by (page path, element id). Pages embed paragraphs of other pages under the same ids, so
-we keep unique (English, German) pairs and skip units left untranslated (German equal to English).
-The split is seeded (`held_out_split`), with dev/test pairs that share a side with train removed.
+Debian's `libreoffice-help-<language>` packages install the same HTML pages in every language. Every
+paragraph, heading and table cell with an `id` attribute is one translation unit; units align by
+(page path, element id). Pages embed paragraphs of other pages under the same ids, so we keep unique
+(source, target) pairs and skip units left untranslated (both sides equal). The split is seeded
+(`held_out_split`), with dev/test pairs that share a side with train removed.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from aiayn.data.builtin.sword import MissingPackageError
 from aiayn.data.corpus import held_out_split
 
 HELP_ROOT = Path("/usr/share/libreoffice/help")
-PACKAGES = {"en-US": "libreoffice-help-en-us", "de": "libreoffice-help-de"}
+PACKAGES = {"en-US": "libreoffice-help-en-us", "de": "libreoffice-help-de", "es": "libreoffice-help-es"}
 _UNITS = frozenset({"p", "h1", "h2", "h3", "h4", "h5", "h6", "td"})
 _VOID = frozenset(
     {"br", "img", "input", "meta", "link", "hr", "area", "base", "col", "embed", "source", "wbr"}
@@ -87,19 +87,19 @@ def _language_root(language: str, root: Path) -> Path:
     return text
 
 
-def aligned_pairs(root: Path = HELP_ROOT) -> list[tuple[str, str]]:
-    """Unique (English, German) unit pairs, in page order."""
-    en_root, de_root = _language_root("en-US", root), _language_root("de", root)
+def aligned_pairs(root: Path = HELP_ROOT, source: str = "en-US", target: str = "de") -> list[tuple[str, str]]:
+    """Unique (source, target) unit pairs, in page order; `source`/`target` name help directories."""
+    src_root, tgt_root = _language_root(source, root), _language_root(target, root)
     pairs: dict[tuple[str, str], None] = {}
-    for en_page in sorted(en_root.rglob("*.html")):
-        de_page = de_root / en_page.relative_to(en_root)
-        if not de_page.exists():
+    for src_page in sorted(src_root.rglob("*.html")):
+        tgt_page = tgt_root / src_page.relative_to(src_root)
+        if not tgt_page.exists():
             continue
-        german = read_units(de_page)
-        for unit_id, english in read_units(en_page).items():
-            translation = german.get(unit_id, "")
-            if english and translation and translation != english and _has_letters(english):
-                pairs[(english, translation)] = None
+        translations = read_units(tgt_page)
+        for unit_id, text in read_units(src_page).items():
+            translation = translations.get(unit_id, "")
+            if text and translation and translation != text and _has_letters(text):
+                pairs[(text, translation)] = None
     return list(pairs)
 
 
@@ -107,6 +107,8 @@ def _has_letters(text: str) -> bool:
     return re.search(r"[^\W\d_]", text) is not None
 
 
-def load_libreoffice(seed: int = 1) -> dict[str, list[tuple[str, str]]]:
-    """English -> German help paragraphs split into train / valid / test with a seeded shuffle."""
-    return held_out_split(aligned_pairs(), seed)
+def load_libreoffice(
+    seed: int = 1, source: str = "en-US", target: str = "de"
+) -> dict[str, list[tuple[str, str]]]:
+    """Help paragraphs (default English -> German) split into train / valid / test with a seeded shuffle."""
+    return held_out_split(aligned_pairs(source=source, target=target), seed)

@@ -1,0 +1,111 @@
+"""Staging for `aiayn prepare`: the text of every split written to stage/{split}.src|tgt, with counts.
+
+Empty pairs are dropped and counted as they are staged; a user's valid/test splits are drawn from
+train with a seed when not given (pairs that share a side with train removed); `sample_train` keeps a
+seeded sample of the staged train pairs (`--train-limit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import chain
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+from tqdm import tqdm
+
+from aiayn.data.builtin import get_corpus
+from aiayn.data.corpus import ParallelText, held_out_indices
+
+
+class Stage:
+    """Writes one split's non-empty pairs to stage/{split}.src|tgt and counts what it drops."""
+
+    def __init__(self, stage_dir: Path, split: str, counts: dict[str, int]) -> None:
+        self.paths = stage_dir / f"{split}.src", stage_dir / f"{split}.tgt"
+        self._files = [open_text(p, "w") for p in self.paths]
+        self.counts = counts
+
+    def add(self, source: str, target: str) -> None:
+        self.counts["read"] += 1
+        if not source or not target:
+            self.counts["empty"] += 1
+            return
+        self._files[0].write(source + "\n")
+        self._files[1].write(target + "\n")
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
+
+
+def open_text(path: Path, mode: str = "r") -> TextIO:
+    """Text files of the data directory: UTF-8, lines split on "\\n" only."""
+    return open(path, mode, encoding="utf-8", newline="\n")
+
+
+def read_lines(path: Path) -> Iterator[str]:
+    with open_text(path) as f:
+        for line in f:
+            yield line.rstrip("\n")
+
+
+def stage_builtin(name: str, stages: dict[str, Stage]) -> None:
+    for split, pairs in get_corpus(name).load().items():
+        for source, target in pairs:
+            stages[split].add(" ".join(source.split()), " ".join(target.split()))
+
+
+def stage_user(
+    inputs: dict[str, dict[str, Any]], stages: dict[str, Stage], seed: int, skip: bool, progress: bool
+):
+    """Stage a user's files; a split without files of its own is drawn from train with `seed`."""
+    for split in ("valid", "test"):
+        if inputs[split]:
+            _copy(ParallelText.open(**inputs[split], skip_bad_lines=skip), stages[split], progress)
+    train = ParallelText.open(**inputs["train"], skip_bad_lines=skip)
+    valid_idx, test_idx = held_out_indices(train.n_lines, seed)
+    held = {int(i) + 1: split for split, idx in (("valid", valid_idx), ("test", test_idx)) for i in idx}
+    held = {line: split for line, split in held.items() if not inputs[split]}
+    held_pairs: dict[str, list[tuple[str, str]]] = {"valid": [], "test": []}
+    for line_no, source, target in tqdm(train, total=train.n_lines, desc="read train", disable=not progress):
+        if line_no in held:
+            held_pairs[held[line_no]].append((source, target))
+        else:
+            stages["train"].add(source, target)
+    stages["train"].counts["bad_lines"] = train.bad_lines
+    stages["train"].close()
+    candidates = list(chain.from_iterable(held_pairs.values()))
+    in_train = [{p[i] for p in candidates}.intersection(read_lines(stages["train"].paths[i])) for i in (0, 1)]
+    for split, pairs in held_pairs.items():
+        for source, target in pairs:
+            if source in in_train[0] or target in in_train[1]:
+                stages[split].counts["read"] += 1
+                stages[split].counts["overlap_with_train"] += 1
+            else:
+                stages[split].add(source, target)
+
+
+def _copy(text: ParallelText, stage: Stage, progress: bool) -> None:
+    for _, source, target in tqdm(
+        text, total=text.n_lines, desc=f"read {text.paths[0]}", disable=not progress
+    ):
+        stage.add(source, target)
+    stage.counts["bad_lines"] = text.bad_lines
+
+
+def sample_train(stage_dir: Path, counts: dict[str, int], limit: int, seed: int) -> None:
+    """`--train-limit`: keep a seeded uniform sample of `limit` staged train pairs, in their order."""
+    paths = stage_dir / "train.src", stage_dir / "train.tgt"
+    n = sum(1 for _ in read_lines(paths[0]))
+    if n <= limit:
+        return
+    keep = np.zeros(n, dtype=bool)
+    keep[np.random.default_rng(seed).choice(n, size=limit, replace=False)] = True
+    for path in paths:
+        sample = path.with_name(path.name + ".sample")
+        with open_text(sample, "w") as f:
+            f.writelines(line + "\n" for line, kept in zip(read_lines(path), keep, strict=True) if kept)
+        sample.replace(path)
+    counts["train_limit"] = n - limit
