@@ -50,7 +50,7 @@ def test_sinusoidal_2d_is_section_3_5_on_rows_then_columns():
 
 
 def tiny_config(**changes) -> VisionConfig:
-    base = dict(patch_size=7, d_model=32, d_ff=64, n_heads=4, n_layers=2)
+    base = dict(patch_size=7, d_model=32, d_ff=64, n_heads=4, n_layers=2, stem_channels=0)
     return VisionConfig(**{**base, **changes})
 
 

@@ -32,7 +32,7 @@ class VisionConfig(_Serializable):
     image_size: int = 28
     channels: int = 1
     patch_size: int = 4  # 28 / 4 = a 7 x 7 grid: 49 patches + the class token
-    stem_channels: int = 0  # > 0: ViT's "hybrid" input, a 3x3 convolution before the patches
+    stem_channels: int = 16  # > 0: ViT's "hybrid" input, a 3x3 convolution before the patches; 0: pixels
     n_classes: int = 10
     d_model: int = 64
     d_ff: int = 128

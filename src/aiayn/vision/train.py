@@ -55,7 +55,7 @@ class VisionTrainConfig(_Serializable):
     epochs: int | None = None  # None: 10, or with `minutes` as many as the time allows
     minutes: float | None = None  # time budget of the whole run (final evaluation included)
     valid_size: int = 2000  # held out of the training images
-    crop_pad: int = 0  # random crop after zero padding by this many pixels (2: light); 0: off
+    crop_pad: int = 1  # random crop after zero padding by this many pixels (shifts of up to 1); 0: off
     flip: bool = True  # random horizontal flip
     eval_batch_size: int = 1000
     log_every: int = 50
