@@ -43,6 +43,11 @@ def _run_quickstart(args: argparse.Namespace) -> None:
 COMMANDS.append(_add_quickstart)
 
 
+def add_set_option(p: argparse.ArgumentParser, help: str) -> None:
+    """`--set KEY=VALUE` (repeatable) into `args.overrides`, for `config.apply_overrides`."""
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
+
+
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "prepare",
@@ -138,14 +143,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     base = p.add_mutually_exclusive_group()
     base.add_argument("--preset", choices=["tiny", "base", "big"], help="model preset (default: base)")
     base.add_argument("--config", metavar="F.yaml", help="a RunConfig YAML, e.g. configs/tiny.yaml")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any model or training setting, e.g. --set warmup_steps=300 (repeatable)",
-    )
+    add_set_option(p, "any model or training setting, e.g. --set warmup_steps=300 (repeatable)")
     p.add_argument("--max-steps", type=int, help="stop after this many updates")
     p.add_argument("--minutes", type=float, help="wall-clock budget of this invocation")
     p.add_argument("--seed", type=int, help="random seed (weights, dropout, batch order)")
