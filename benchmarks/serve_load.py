@@ -9,7 +9,7 @@ failed connection). It exits with status 1 if any request failed.
     batched     --batch-wait-ms 5 --batch-texts 64   (the server's defaults)
     unbatched   --batch-wait-ms 0 --batch-texts 1    (one request per model call)
 
-Without --model it trains the tests' tiny toy model (tests/serve/tiny_model.py, a few seconds)
+Without --model it trains the tests' toy model (tests/toy_translation.py, a few seconds)
 in a temporary folder. `--int8` starts every server with `--int8`. `--json PATH` writes
 {"rows": [...], "results": {...}} for benchmarks/run_all.py: requests/s and p50 latency of the
 micro-batched server against the one-at-a-time one.
@@ -119,12 +119,12 @@ async def load(url: str, texts: list[str], clients: int, seconds: float) -> dict
     }
 
 
-def _tiny_model(folder: Path) -> tuple[Path, list[str]]:
-    sys.path.insert(0, str(ROOT / "tests" / "serve"))
-    from tiny_model import build_tiny_model_dir, toy_pairs
+def _toy_model(folder: Path) -> tuple[Path, list[str]]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from toy_translation import build_toy_model_dir, toy_pairs
 
-    print("training the tiny toy model (a few seconds) ...", file=sys.stderr)
-    return build_tiny_model_dir(folder / "model"), [src for src, _ in toy_pairs(64, seed=1)]
+    print("training the tests' toy model (a few seconds) ...", file=sys.stderr)
+    return build_toy_model_dir(folder / "model"), [src for src, _ in toy_pairs(64, seed=1)]
 
 
 def run_modes(
@@ -189,7 +189,7 @@ def main() -> int:
     if not 0 < args.seconds <= MAX_SECONDS or args.clients < 1 or not set(modes) <= set(MODES):
         parser.error(f"need 0 < --seconds <= {MAX_SECONDS}, --clients >= 1, --modes from {', '.join(MODES)}")
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir, texts = (args.model, None) if args.model else _tiny_model(Path(tmp))
+        model_dir, texts = (args.model, None) if args.model else _toy_model(Path(tmp))
         if args.texts:
             texts = [line for line in args.texts.read_text().splitlines() if line.strip()]
         texts = texts or ["El perro come.", "La casa es grande.", "Buenos días."]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import sacrebleu
-from toy_translator import toy_pairs
 
 from aiayn.cli import main
 from aiayn.decode.stream import read_chunks
+from toy_translation import toy_pairs
 
 
 def test_translate_file_to_file_keeps_order_and_empty_lines(toy_model_dir, tmp_path, capsys):

@@ -12,12 +12,12 @@ import json
 import pytest
 import torch
 from torch import nn
-from toy_translator import toy_pairs
 
 from aiayn.cli import main
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.model.quantize import Int8Linear, int8_linear
+from toy_translation import toy_pairs
 
 SAME_SHARE = 0.9  # the least share of sentences an int8 model must translate as float32 does
 TEXTS = [s for s, _ in toy_pairs(200, seed=21)]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from toy_translator import toy_pairs
 
 from aiayn.decode.translator import Translation, Translator, load_tokenizer, token_batches
 from aiayn.errors import AiaynError
+from toy_translation import toy_pairs
 
 
 @pytest.fixture(scope="module")

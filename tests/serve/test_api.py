@@ -17,8 +17,8 @@ TEXTS = ["el gato come", "la casa grande", "un perro verde bebe agua", "sol"]
 
 
 @pytest.fixture(scope="module")
-def translator(tiny_model_dir) -> Translator:
-    return Translator.load(tiny_model_dir, device="cpu")
+def translator(toy_model_dir) -> Translator:
+    return Translator.load(toy_model_dir, device="cpu")
 
 
 @pytest.fixture(scope="module")

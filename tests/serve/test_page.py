@@ -21,8 +21,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
-def test_page_files_are_served(tiny_model_dir):
-    with TestClient(create_app(Translator.load(tiny_model_dir, device="cpu"))) as client:
+def test_page_files_are_served(toy_model_dir):
+    with TestClient(create_app(Translator.load(toy_model_dir, device="cpu"))) as client:
         page = client.get("/")
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         assert '<script src="/static/app.js">' in page.text
@@ -42,7 +42,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def server(tiny_model_dir, tmp_path):
+def server(toy_model_dir, tmp_path):
     """`aiayn serve` in a subprocess on 127.0.0.1; yields its base URL."""
     port = _free_port()
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
@@ -51,7 +51,7 @@ def server(tiny_model_dir, tmp_path):
         "-m",
         "aiayn",
         "serve",
-        str(tiny_model_dir),
+        str(toy_model_dir),
         "--port",
         str(port),
         "--max-chars",

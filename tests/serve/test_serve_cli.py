@@ -11,12 +11,12 @@ from fastapi.testclient import TestClient
 from aiayn.cli import main
 
 
-def test_port_in_use(tiny_model_dir, capsys):
+def test_port_in_use(toy_model_dir, capsys):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        assert main(["serve", str(tiny_model_dir), "--port", str(port)]) == 2
+        assert main(["serve", str(toy_model_dir), "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"aiayn serve: error: cannot listen on 127.0.0.1:{port}: ") and err.count("\n") == 1
 
@@ -39,7 +39,7 @@ def test_not_a_model_dir(tmp_path, capsys):
     assert "not a model directory" in capsys.readouterr().err
 
 
-def test_serve_int8_loads_an_int8_model(tiny_model_dir, monkeypatch, capsys):
+def test_serve_int8_loads_an_int8_model(toy_model_dir, monkeypatch, capsys):
     """`aiayn serve --int8` up to the point where uvicorn would start serving, then the app itself."""
     seen = {}
 
@@ -51,7 +51,7 @@ def test_serve_int8_loads_an_int8_model(tiny_model_dir, monkeypatch, capsys):
             sock.close()
 
     monkeypatch.setattr(uvicorn.Server, "run", run)
-    assert main(["serve", str(tiny_model_dir), "--port", "0", "--int8"]) == 0
+    assert main(["serve", str(toy_model_dir), "--port", "0", "--int8"]) == 0
     assert ", int8 on http://127.0.0.1:" in capsys.readouterr().out
     assert seen["model"]["int8"] is True and seen["model"]["parameters"] > 0
     assert seen["translation"]["translations"][0]["text"]

@@ -1,7 +1,8 @@
-"""A tiny model directory: a d_model=32 Transformer trained for a few seconds on a toy word-for-word
-Spanish-to-English task, so that it stops after a few words and its cross attention is readable.
+"""The tests' toy translator: random Spanish word strings and their word-for-word English, and a
+d_model=32 Transformer trained on them for a few seconds, so that it translates them, stops after a
+few words and has readable cross attention.
 
-Used by tests/serve (the `tiny_model_dir` fixture) and benchmarks/serve_load.py.
+Used by the `toy_model_dir` fixture (tests/conftest.py) and benchmarks/serve_load.py.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ LEXICON = {
 
 
 def toy_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
-    """Random Spanish word strings and their word-for-word English."""
+    """n random (Spanish, English) pairs of 1 to 6 words."""
     rng, words = random.Random(seed), list(LEXICON)
     pairs = []
     for _ in range(n):
-        src = [rng.choice(words) for _ in range(rng.randint(2, 6))]
+        src = [rng.choice(words) for _ in range(rng.randint(1, 6))]
         pairs.append((" ".join(src), " ".join(LEXICON[w] for w in src)))
     return pairs
 
@@ -42,11 +43,9 @@ def _padded(seqs: list[list[int]]) -> torch.Tensor:
 
 
 def _train(model: Transformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]], steps: int) -> None:
-    src_ids = tokenizer.encode([s for s, _ in pairs])
-    tgt_ids = tokenizer.encode([t for _, t in pairs])
+    src_ids, tgt_ids = tokenizer.encode([s for s, _ in pairs]), tokenizer.encode([t for _, t in pairs])
     src = _padded([s + [EOS_ID] for s in src_ids])  # (n, src_len)
-    tgt_in = _padded([[BOS_ID] + t for t in tgt_ids])  # (n, tgt_len)
-    tgt_out = _padded([t + [EOS_ID] for t in tgt_ids])
+    tgt_in, tgt_out = _padded([[BOS_ID] + t for t in tgt_ids]), _padded([t + [EOS_ID] for t in tgt_ids])
     optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
     model.train()
     for step in range(steps):
@@ -59,18 +58,18 @@ def _train(model: Transformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]
     model.eval()
 
 
-def build_tiny_model_dir(out_dir: Path, n_layers: int = 2, n_heads: int = 4, steps: int = 120) -> Path:
-    """config.json + model.safetensors + spm.model of a toy translator."""
+def build_toy_model_dir(out_dir: Path, steps: int = 400) -> Path:
+    """config.json + model.safetensors + spm.model of the toy translator (2+2 layers, 4 heads)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    pairs = toy_pairs(512)
+    pairs = toy_pairs(4096)
     tokenizer = Tokenizer.train([x for pair in pairs for x in pair], out_dir / "spm.model", vocab_size=80)
     torch.manual_seed(0)
     config = ModelConfig(
-        vocab_size=tokenizer.vocab_size, d_model=32, d_ff=64, n_heads=n_heads, n_layers=n_layers, dropout=0.0
+        vocab_size=tokenizer.vocab_size, d_model=32, d_ff=64, n_heads=4, n_layers=2, dropout=0.0
     )
     model = Transformer(config)
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a model this small trains faster on one thread, much faster on a busy machine
+    torch.set_num_threads(1)  # matrices this small gain nothing from threads; a busy machine loses a lot
     try:
         _train(model, tokenizer, pairs, steps)
     finally:
