@@ -194,8 +194,14 @@ class TrainConfig(_Serializable):
         _check_choice("precision", self.precision, ("auto", "fp32", "bf16", "fp16"))
         if self.warmup_steps <= 0:
             raise ConfigError(f"warmup_steps must be positive, got {self.warmup_steps}")
-        if self.max_tokens <= 0:
-            raise ConfigError(f"max_tokens must be positive, got {self.max_tokens}")
+        for name in ("max_tokens", "update_tokens", "log_every", "keep_last", "max_nonfinite", "eval_every"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("accumulation", "save_every", "patience"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive or null, got {getattr(self, name)}")
+        if self.max_steps is not None and self.max_steps < 0:
+            raise ConfigError(f"max_steps must be 0 or more, or null, got {self.max_steps}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
 

@@ -71,6 +71,15 @@ def test_bad_arguments(translator):
         load_tokenizer("somewhere", {"tokenizer": {"type": "wordpiece"}})
 
 
+@pytest.mark.parametrize("beam", [1, 4])
+def test_a_model_with_nan_weights_gets_a_clear_error(toy_model_dir, beam):
+    broken = Translator.load(toy_model_dir, device="cpu")
+    with torch.no_grad():
+        next(broken.model.parameters()).fill_(float("nan"))
+    with pytest.raises(AiaynError, match="text 2: the model's scores are not finite"):
+        broken.translate(["", "el perro"], beam_size=beam)
+
+
 def test_attention_of_a_translation(translator):
     maps = translator.attention("el perro come")
     assert maps["translation"] == translator.translate(["el perro come"])[0]

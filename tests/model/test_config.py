@@ -30,6 +30,23 @@ def test_invalid_configs_say_what_is_wrong(kwargs, message):
         ModelConfig.preset("huge")
 
 
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"log_every": 0}, "log_every must be positive, got 0"),
+        ({"keep_last": 0}, "keep_last must be positive"),
+        ({"update_tokens": -1}, "update_tokens must be positive"),
+        ({"save_every": 0}, "save_every must be positive or null"),
+        ({"max_steps": -1}, "max_steps must be 0 or more"),
+        ({"warmup_steps": 0}, "warmup_steps must be positive"),
+    ],
+)
+def test_invalid_training_settings_say_which(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(**kwargs)
+    assert TrainConfig(max_steps=0, save_every=None).max_steps == 0  # 0 updates: only set the run up
+
+
 def test_dict_and_yaml_round_trip(tmp_path):
     run = RunConfig(model=ModelConfig.preset("tiny", norm_first=True), train=TrainConfig(warmup_steps=300))
     path = tmp_path / "config.yaml"

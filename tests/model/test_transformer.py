@@ -79,6 +79,19 @@ def test_cached_decoding_equals_the_full_pass(kw):
     torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)
 
 
+def test_start_decoding_with_beams_equals_repeated_sources():
+    model = small()
+    src = torch.randint(4, 30, (2, 7))
+    src[1, 4:] = PAD_ID
+    tgt = tokens(6, 5)  # 2 sentences x 3 hypotheses, sentence-major
+    full = model(src.repeat_interleave(3, dim=0), tgt)
+    with torch.inference_mode():
+        memory, mask = model.encode(src)
+        state = model.start_decoding(memory, mask, max_len=8, beam=3)
+        steps = torch.stack([model.decode_step(tgt[:, t], state) for t in range(5)], 1)
+    torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)
+
+
 def test_reordering_the_cache_equals_rerunning_reordered_inputs():
     model = small()
     src = torch.randint(4, 30, (1, 5)).expand(4, -1)  # four beams of one sentence

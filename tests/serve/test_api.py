@@ -106,6 +106,7 @@ def test_attention_shapes_and_values(client, translator):
         {},
         {"text": "x", "beam_size": "4"},
         {"text": "x", "beam_size": 0},
+        {"text": "x", "beam_size": 17},
         {"text": "x", "beam_size": 2.5},
         {"text": "x", "alpha": "high"},
         {"text": "x", "attention": "yes"},
@@ -169,8 +170,8 @@ def test_timeout_is_503_and_loop_stays_free(translator):
         assert response.json() == {"detail": "the request took over 0.2 s; try again later"}
         assert gated.entered.is_set() and not gated.gate.is_set()  # the model call is still running ...
         assert client.get("/v1/health").status_code == 200  # ... and the event loop answers
-        gated.gate.set()
-        assert _post(client, {"text": "el gato"}).status_code == 200
+        gated.gate.set()  # the server recovers (tries: a loaded machine may need more than 0.2 s)
+        assert any(_post(client, {"text": "el gato"}).status_code == 200 for _ in range(20))
 
 
 def test_concurrent_requests_share_model_calls(translator):

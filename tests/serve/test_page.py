@@ -28,6 +28,10 @@ def test_page_files_are_served(toy_model_dir):
         assert '<script src="/static/app.js">' in page.text
         assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
         assert client.get("/static/style.css").headers["content-type"].startswith("text/css")
+        # a query string cannot pick another file (or a missing one)
+        for query in ("name=index.html", "name=nothing"):
+            response = client.get(f"/static/app.js?{query}")
+            assert response.status_code == 200 and response.text == client.get("/static/app.js").text
         for path in ("/static/index.html", "/static/../../config.json", "/static/spm.model", "/config.json"):
             response = client.get(path)
             assert response.status_code == 404 and response.json() == {"detail": "Not Found"}

@@ -56,3 +56,24 @@ def test_two_ranks_equal_one_rank_with_accumulation_two(data_dir, tmp_path):
         torch.testing.assert_close(ddp[name], one[name], rtol=0, atol=1e-5)
     dev = lambda run: [line for line in (run / "metrics.jsonl").read_text().splitlines() if '"dev"' in line]  # noqa: E731
     assert len(dev(tmp_path / "ddp")) == len(dev(tmp_path / "one")) == 2
+
+
+AGREE = """
+from aiayn.train import distributed
+env = distributed.setup("cpu")
+print(f"rank {env.rank}: {distributed.all_ranks(env.rank == 0, env)} {distributed.all_ranks(True, env)}")
+distributed.teardown(env)
+"""
+
+
+@pytest.mark.slow
+def test_ranks_agree_on_a_flag_only_one_of_them_holds(tmp_path):
+    # the trainer's "was the loss finite?" must be the same on every rank, or one rank stops alone
+    (tmp_path / "agree.py").write_text(AGREE)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [*command, str(tmp_path / "agree.py")], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(done.stdout.split("\n"))[-2:] == ["rank 0: False True", "rank 1: False True"]

@@ -44,6 +44,16 @@ def test_resume_is_bitwise_exact(data_dir, tmp_path):
     assert train_steps(tmp_path / "b") == sorted({*train_steps(tmp_path / "a"), 5})
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_resume_on_a_gpu(data_dir, tmp_path):
+    # the saved generator states must come back as CPU tensors whatever device the run is on
+    config = tiny_config(accumulation=2)
+    for steps in (3, 6):
+        config = config.replace(train=config.train.replace(max_steps=steps))
+        result = train(data_dir, tmp_path / "run", config, progress=False, device="cuda")
+    assert (result.start_step, result.step) == (3, 6)
+
+
 def train_steps(run):
     return [r["step"] for r in map(json.loads, (run / "metrics.jsonl").open()) if r["kind"] == "train"]
 

@@ -1,9 +1,9 @@
 """Binding the Transformer to the search (section 6.1): encode once, then decode one step at a time.
 
 `TransformerStepper` is the `Stepper` of `aiayn.decode.search` for a batch of padded sources: the
-encoder runs once, its output is repeated for every hypothesis of a sentence, the decoder's
-cross-attention keys/values are projected once (`Transformer.start_decoding`) and every step feeds
-only the newest token through the decoder's self-attention cache. `decode_batch` picks greedy or
+encoder runs once, the decoder's cross-attention keys/values are projected once per sentence and
+repeated for its hypotheses (`Transformer.start_decoding`), and every step feeds only the newest
+token through the decoder's self-attention cache. `decode_batch` picks greedy or
 beam search and the per-sentence maximum output length a * |source| + b.
 """
 
@@ -44,11 +44,8 @@ class TransformerStepper:
     def __init__(self, model: Transformer, src: Tensor, beam: int, max_steps: int):
         """src (n, src_len) right-padded; max_steps: the most decoding steps (cache capacity)."""
         memory, mask = model.encode(src)  # (n, src_len, d_model), (n, 1, 1, src_len) | None
-        if beam > 1:
-            memory = memory.repeat_interleave(beam, dim=0)  # (n * beam, src_len, d_model)
-            mask = mask.repeat_interleave(beam, dim=0) if mask is not None else None
         self.model = model
-        self.state = model.start_decoding(memory, mask, max_steps)
+        self.state = model.start_decoding(memory, mask, max_steps, beam)  # n * beam rows
 
     def step(self, tokens: Tensor) -> Tensor:
         """tokens (rows,) -> log-probabilities (rows, vocab) in float32."""

@@ -13,6 +13,7 @@ longer than the model's source limit is truncated, with a warning.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -144,6 +145,8 @@ class Translator:
             index = [nonempty[b] for b in batch]
             src = self._src_tensor([sources[i] for i in index])  # (batch, src_len)
             for i, hyps in zip(index, decode_batch(self.model, src, options), strict=True):
+                if not hyps or not math.isfinite(hyps[0].score):  # NaN or -inf everywhere
+                    raise AiaynError(f"text {i + 1}: the model's scores are not finite (are its weights?)")
                 results[i] = hyps
             if progress is not None:
                 progress(len(index))

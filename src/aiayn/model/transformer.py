@@ -209,18 +209,28 @@ class Transformer(nn.Module):
         return maps
 
     # -- incremental decoding -------------------------------------------------------------------
-    def start_decoding(self, memory: Tensor, memory_mask: Tensor | None, max_len: int) -> DecoderState:
+    def start_decoding(
+        self, memory: Tensor, memory_mask: Tensor | None, max_len: int, beam: int = 1
+    ) -> DecoderState:
         """Cache the encoder's keys/values for every decoder layer and allocate self-attention caches.
 
-        memory (batch, src_len, d_model), already expanded to one row per hypothesis.
+        memory (n, src_len, d_model), one row per sentence; the state has one row per hypothesis
+        (n * beam, sentence-major). Keys and values are projected once per sentence, then repeated.
         """
         c = self.config
-        batch = memory.size(0)
+        rows = memory.size(0) * beam
         caches = [
-            KVCache(batch, c.n_heads, max_len, c.d_k, memory.dtype, memory.device)
-            for _ in self.decoder.layers
+            KVCache(rows, c.n_heads, max_len, c.d_k, memory.dtype, memory.device) for _ in self.decoder.layers
         ]
-        cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder.layers]
+        cross = [
+            tuple(
+                t.repeat_interleave(beam, dim=0) if beam > 1 else t
+                for t in layer.cross_attn.project_kv(memory)
+            )
+            for layer in self.decoder.layers
+        ]  # per layer (n * beam, heads, src_len, d_k) keys and values
+        if memory_mask is not None and beam > 1:
+            memory_mask = memory_mask.repeat_interleave(beam, dim=0)  # (n * beam, 1, 1, src_len)
         return DecoderState(caches, cross, memory_mask)
 
     def decode_step(self, tokens: Tensor, state: DecoderState) -> Tensor:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -190,12 +191,11 @@ def _add_page(app: FastAPI) -> None:
     async def page() -> HTMLResponse:
         return HTMLResponse(files["index.html"])
 
+    def static(name: str) -> Callable[[], Response]:  # no parameters: nothing a query string can set
+        return lambda: Response(files[name], media_type=PAGE_FILES[name])
+
     for name in ("app.js", "style.css"):
-        app.add_api_route(
-            f"/static/{name}",
-            lambda name=name: Response(files[name], media_type=PAGE_FILES[name]),
-            include_in_schema=False,
-        )
+        app.add_api_route(f"/static/{name}", static(name), include_in_schema=False)
 
 
 def create_app(translator: TranslatorLike, settings: ServeSettings | None = None) -> FastAPI:

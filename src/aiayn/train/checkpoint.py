@@ -109,11 +109,15 @@ def save_checkpoint(run_dir: str | Path, step: int, model: nn.Module, state: dic
 
 
 def load_checkpoint(path: str | Path, model: nn.Module, device: str | torch.device = "cpu") -> dict:
-    """Load a checkpoint's weights into `model` and return its trainer state (weights_only)."""
+    """Load a checkpoint's weights into `model` and return its trainer state (weights_only).
+
+    The state stays on the CPU: generator states must be CPU tensors, and the optimizer's
+    `load_state_dict` moves its moments to the parameters' device itself.
+    """
     path = Path(path)
     try:
         load_model(model, str(path / WEIGHTS), device=str(device))
-        return torch.load(path / STATE, map_location=device, weights_only=True)
+        return torch.load(path / STATE, map_location="cpu", weights_only=True)
     except (RuntimeError, OSError, EOFError, SafetensorError, pickle.UnpicklingError) as err:
         first = str(err).strip().splitlines()[0]
         raise AiaynError(f"{path}: cannot load checkpoint: {first}") from None
@@ -145,7 +149,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     kind, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    np.random.set_state((kind, keys.cpu().numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

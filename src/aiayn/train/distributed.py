@@ -61,6 +61,12 @@ def all_reduce(tensor: torch.Tensor, env: DistEnv, op: str = "sum") -> torch.Ten
     return tensor
 
 
+def all_ranks(flag: bool, env: DistEnv) -> bool:
+    """Whether `flag` holds on every rank (every rank gets the same answer)."""
+    failed = torch.tensor([0.0 if flag else 1.0], device=env.device)
+    return all_reduce(failed, env).item() == 0.0
+
+
 def barrier(env: DistEnv) -> None:
     if env.distributed:
         dist.barrier()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,9 +34,17 @@ class MetricsLog:
         """Forget rows logged after `step` (they belong to work a resumed run will redo)."""
         if not self.enabled or not self.path.is_file():
             return
-        rows = [line for line in self.path.read_text().splitlines() if line.strip()]
-        kept = [line for line in rows if json.loads(line).get("step", 0) <= step]
-        self.path.write_text("".join(line + "\n" for line in kept))
+        kept = []
+        for line in self.path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a row cut short by a kill in the middle of its write
+            if row.get("step", 0) <= step:
+                kept.append(line)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        os.replace(tmp, self.path)  # a kill during the rewrite leaves the old file whole
 
     def log(self, kind: str, step: int, values: dict[str, Any]) -> None:
         if not self.enabled:

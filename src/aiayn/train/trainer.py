@@ -232,7 +232,9 @@ class Trainer:
             self.state.tokens += total
             self._window += torch.cat([update_loss, update_loss.new_tensor([local])])
             return
-        if self.precision.scaler is not None and bool(torch.isfinite(update_loss[0])):
+        # every rank decides alike (one stopping while the others wait would hang the run)
+        finite_loss = distributed.all_ranks(bool(torch.isfinite(update_loss[0])), self.env)
+        if self.precision.scaler is not None and finite_loss:
             return  # fp16 overflow: the scaler lowered its scale and skipped the step, as designed
         self.state.nonfinite += 1
         self.progress.write(
