@@ -23,15 +23,22 @@ def accumulation_steps(config: RunConfig, world_size: int) -> int:
     return max(1, round(train.update_tokens / (train.max_tokens * world_size)))
 
 
+def _settings(config: RunConfig, device: torch.device) -> dict:
+    t = config.train
+    fast = {"fused": True, "foreach": None} if device.type == "cuda" else {"fused": None, "foreach": True}
+    return dict(betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps, weight_decay=t.weight_decay, **fast)
+
+
 def build_optimizer(model: torch.nn.Module, config: RunConfig, device: torch.device) -> torch.optim.Adam:
     """Adam (5.3): beta1 0.9, beta2 0.98, eps 1e-9; fused kernels on GPUs, foreach on the CPU."""
-    t = config.train
-    fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
-    return torch.optim.Adam(
-        model.parameters(),
-        lr=0.0,
-        betas=(t.adam_beta1, t.adam_beta2),
-        eps=t.adam_eps,
-        weight_decay=t.weight_decay,
-        **fast,
-    )
+    return torch.optim.Adam(model.parameters(), lr=0.0, **_settings(config, device))
+
+
+def restore_optimizer(
+    optimizer: torch.optim.Adam, saved: dict, config: RunConfig, device: torch.device
+) -> None:
+    """Load the saved moments and step counts; the settings are this run's (a `--set` on resume
+    counts, and a checkpoint from a GPU resumes on a CPU)."""
+    optimizer.load_state_dict(saved)
+    for group in optimizer.param_groups:
+        group.update(_settings(config, device))

@@ -29,7 +29,7 @@ from aiayn.train import checkpoint, distributed, precision
 from aiayn.train.evaluation import ShuffledSources, dev_bleu, dev_loss
 from aiayn.train.loss import label_smoothed_nll
 from aiayn.train.metrics import MetricsLog, Progress
-from aiayn.train.optim import accumulation_steps, build_optimizer
+from aiayn.train.optim import accumulation_steps, build_optimizer, restore_optimizer
 from aiayn.train.run import check_resume_config, load_init_weights, resolve_config, write_run_files
 from aiayn.train.schedule import learning_rate
 from aiayn.train.signals import StopSignals
@@ -148,7 +148,7 @@ class Trainer:
         if state.get("version") != STATE_VERSION:
             raise AiaynError(f"{path}: trainer state version {state.get('version')!r} is not {STATE_VERSION}")
         self.state = LoopState(**state["loop"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        restore_optimizer(self.optimizer, state["optimizer"], self.config, self.env.device)
         if self.precision.scaler is not None and state["scaler"]:
             self.precision.scaler.load_state_dict(state["scaler"])
         if state["world_size"] == self.env.world_size:
