@@ -59,9 +59,11 @@ def test_two_ranks_equal_one_rank_with_accumulation_two(data_dir, tmp_path):
 
 
 AGREE = """
+import pathlib, sys
 from aiayn.train import distributed
 env = distributed.setup("cpu")
-print(f"rank {env.rank}: {distributed.all_ranks(env.rank == 0, env)} {distributed.all_ranks(True, env)}")
+answers = f"{distributed.all_ranks(env.rank == 0, env)} {distributed.all_ranks(True, env)}"
+pathlib.Path(sys.argv[1], f"rank{env.rank}.txt").write_text(answers)
 distributed.teardown(env)
 """
 
@@ -73,7 +75,13 @@ def test_ranks_agree_on_a_flag_only_one_of_them_holds(tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [*command, str(tmp_path / "agree.py")], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+        [*command, str(tmp_path / "agree.py"), str(tmp_path)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert sorted(done.stdout.split("\n"))[-2:] == ["rank 0: False True", "rank 1: False True"]
+    answers = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
+    assert answers == ["False True", "False True"]
