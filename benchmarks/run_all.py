@@ -1,8 +1,9 @@
 """Every peer comparison of issue 9 in one run, then one table of aiayn vs peer with ratios.
 
-`make bench` runs this after installing the `bench` extra (transformers, ctranslate2). Each job is
-a script in benchmarks/ run in its own process; a script that is not there is skipped. Scripts that
-take `--json PATH` write {"rows": [...]} there, one row per measure:
+`make bench` runs this after installing the `bench` extra (transformers, ctranslate2). It prints
+`aiayn doctor`'s report of the machine first. Each job is a script in benchmarks/ run in its own
+process; a script that is not there is skipped. Scripts that take `--json PATH` write
+{"rows": [...]} there, one row per measure:
 
     {"measure": str, "aiayn": float, "peer": str, "peer_value": float, "ratio": float,
      "target": float, "higher_is_better": bool}
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -40,19 +40,21 @@ JOBS: list[tuple[str, list[str], list[str]]] = [
 ]
 
 
-def machine() -> str:
-    """CPU model, cores, torch version and the load average (timings are only as good as the load)."""
-    import torch
+def machine() -> tuple[str, dict]:
+    """`aiayn doctor`'s report (printed whole at the top), and one line naming the machine: CPU
+    model, cores, instruction-set flags, measured fp32 matmul speed, torch, the load average."""
+    from aiayn.doctor import format_report, report
 
-    cpu = platform.processor() or "cpu"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        names = [ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")]
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, load average {load}"
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())  # before the doctor's own matmul timing
+    rep = report(measure=True)
+    print(format_report(rep), flush=True)
+    cpu, flags, mm = rep["cpu"], rep["cpu"]["flags"], rep["matmul"]
+    isa = (
+        " ".join(name for name in ("avx2", "avx512f", "avx512_vnni", "amx", "neon") if flags.get(name)) or "-"
+    )
+    speed = f"fp32 matmul mkl {mm['mkl']} / onednn {mm['onednn'] or '-'} GFLOP/s"
+    line = f"{cpu['model']}, {cpu['cores']} cores, {isa}, {speed}, torch {rep['versions']['torch']}"
+    return f"{line}, load average {load}", rep
 
 
 def run_job(script: str, args: list[str], timeout: float) -> tuple[int, list[dict]]:
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write every row and the machine line here")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
-    header = machine()
+    header, doctor = machine()
     print(f"aiayn benchmarks on {header}", flush=True)
     rows, failed = [], []
     for script, job_args, quick_args in JOBS:
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"failed: {'; '.join(failed)}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": header, "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"machine": header, "doctor": doctor, "rows": rows}, indent=1))
     return 1 if failed else 0
 
 

@@ -13,6 +13,8 @@ Fairness:
   the machine's load hits every model alike; tok/s is the median over the rounds;
 - peak memory is each worker's own high-water resident set size (`getrusage(RUSAGE_SELF)`), in a
   fresh process that imported the same libraries;
+- aiayn times oneDNN against MKL on its first steps (before the timed ones) and keeps the faster,
+  as its trainer does (`aiayn.train.kernels`);
 - every peer runs its best settings: SDPA attention (`attn_implementation="sdpa"` for HF, the
   is_causal fast path for nn.Transformer), no key-padding masks (there is no padding), the
   fused PyTorch loss `F.cross_entropy(label_smoothing=0.1)`, `use_cache=False` for HF, and the
@@ -39,6 +41,7 @@ PRESETS = {
 MODELS = ("aiayn", "torch", "hf")
 LABELS = {"aiayn": "aiayn", "torch": "nn.Transformer", "hf": "HF Marian (sdpa)"}
 PAD, BOS, SMOOTHING, DROPOUT = 0, 2, 0.1, 0.1
+TARGET = 1.3  # issue 15: aiayn at least 1.3x the faster peer's tokens/s
 
 
 def smoothed_cross_entropy(logits, tgt_out):
@@ -168,6 +171,19 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def choose_backend(step) -> None:
+    """aiayn.train.kernels' probe: alternate oneDNN and MKL over real steps, keep the faster."""
+    from aiayn.model.linear import linear_backend
+    from aiayn.train import distributed, kernels
+
+    choice = kernels.KernelChoice("auto", True, None, distributed.setup("cpu"))
+    for _ in kernels.ORDER:
+        choice.before_update()
+        step()
+        choice.after_update(True, BATCH * TGT_LEN)
+    print(f"aiayn matrix products: {linear_backend.reason}", flush=True)
+
+
 def worker(conn, name: str, preset: str, threads: int, adam: str, compile_model: bool, seed: int) -> None:
     """Build one model, then answer ("steps", n) with seconds taken and ("stats",) with numbers."""
     import torch
@@ -195,14 +211,22 @@ def worker(conn, name: str, preset: str, threads: int, adam: str, compile_model:
             n_params = sum(q.numel() for q in {id(q): q for q in params}.values())
             conn.send({"params": n_params, "baseline_mib": baseline, "peak_mib": rss_mib()})
             continue
-        start = time.perf_counter()
-        for _ in range(command[1]):
+
+        def step():
+            nonlocal done
             src, tgt_in, tgt_out = batches[done % len(batches)]
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(src, tgt_in, tgt_out)
             loss.backward()
             optimizer.step()
             done += 1
+            return loss
+
+        if name == "aiayn" and done == 0:
+            choose_backend(step)  # as aiayn's trainer does on a fresh run's first updates
+        start = time.perf_counter()
+        for _ in range(command[1]):
+            loss = step()
         conn.send((time.perf_counter() - start, loss.item()))
 
 
@@ -266,7 +290,7 @@ def report(args, results: dict) -> list[dict]:
         rows.append(
             dict(
                 measure=f"train {args.preset}, tok/s", aiayn=a["tok_s"], peer=LABELS[best],
-                peer_value=b["tok_s"], ratio=ratio, target=1.15, higher_is_better=True,
+                peer_value=b["tok_s"], ratio=ratio, target=TARGET, higher_is_better=True,
             )
         )  # fmt: skip
         rows.append(

@@ -186,12 +186,14 @@ class TrainConfig(_Serializable):
     average_last: int = 5  # 6.1: the base models average the last 5 checkpoints
     precision: str = "auto"  # auto | fp32 | bf16 | fp16
     compile: bool = False
+    cpu_matmul: str = "auto"  # auto (timed on the first updates) | onednn | mkl: aiayn.train.kernels
     seed: int = 1
     log_every: int = 50
     max_nonfinite: int = 5  # consecutive non-finite losses before training stops
 
     def __post_init__(self) -> None:
         _check_choice("precision", self.precision, ("auto", "fp32", "bf16", "fp16"))
+        _check_choice("cpu_matmul", self.cpu_matmul, ("auto", "onednn", "mkl"))
         if self.warmup_steps <= 0:
             raise ConfigError(f"warmup_steps must be positive, got {self.warmup_steps}")
         for name in ("max_tokens", "update_tokens", "log_every", "keep_last", "max_nonfinite", "eval_every"):

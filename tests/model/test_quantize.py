@@ -1,9 +1,12 @@
 """int8 inference (aiayn.model.quantize): what is quantised, and how close its logits stay to float32.
 
 The tolerance: on a small random model the int8 logits differ from float32 by at most 5% in
-relative (Frobenius) norm. Correct quantisation measures 1.5-2% (2.5-3.5% with the 7-bit inputs
-of CPUs without VNNI); deliberately wrong ones measure 16% (weights rounded to 4 bits) and 31%
-(biases dropped), and a test checks that the tolerance rejects them.
+relative (Frobenius) norm. Correct quantisation measures 1.5-2%; deliberately wrong ones measure
+16% (weights rounded to 4 bits) and 31% (biases dropped), and a test checks that the tolerance
+rejects them. Both int8 paths (VNNI: 8-bit weights; no-VNNI: 7-bit weights) are tested wherever
+they can run: the no-VNNI one everywhere, the VNNI one on CPUs that have it. An int8 product is
+also checked exactly against a float64 re-computation of the same integer arithmetic, which is
+what an int16 saturation (8-bit weights without VNNI) would break.
 """
 
 from __future__ import annotations
@@ -17,10 +20,25 @@ from torch import nn
 from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.decode.stepper import decode_batch
 from aiayn.errors import AiaynError
-from aiayn.model.quantize import Int8Linear, check_int8_device, int8_linear, is_int8, quantize_int8
+from aiayn.model.quantize import (
+    NO_VNNI,
+    VNNI,
+    Int8Linear,
+    Int8Path,
+    check_int8_device,
+    choose_int8_path,
+    has_vnni,
+    int8_linear,
+    is_int8,
+    quantize_int8,
+)
 from aiayn.model.transformer import Transformer
 
 TOLERANCE = 0.05  # |int8 - fp32| / |fp32| over all logits of a batch
+PATHS = [
+    NO_VNNI,
+    pytest.param(VNNI, marks=pytest.mark.skipif(not has_vnni(), reason="8-bit weights need VNNI")),
+]
 
 
 def random_model(seed: int, tie: str = "all") -> Transformer:
@@ -66,11 +84,12 @@ def test_every_linear_layer_and_the_output_layer_become_int8():
     assert len([m for m in model.modules() if isinstance(m, Int8Linear)]) == len(layers)
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("tie", ["all", "none"])
-def test_int8_logits_are_close_to_float32(seed, tie):
+def test_int8_logits_are_close_to_float32(seed, tie, path):
     reference = random_model(seed, tie)
-    model = quantize_int8(copy.deepcopy(reference))
+    model = quantize_int8(copy.deepcopy(reference), path=path)
     error = relative_error(model, reference, seed)
     assert 1e-4 < error <= TOLERANCE  # quantised (not equal), and close
 
@@ -112,17 +131,81 @@ def test_int8_linear_against_float():
     assert float((got - expected).norm() / expected.norm()) < 0.02
 
 
+def emulated(layer: Int8Linear, x: torch.Tensor) -> torch.Tensor:
+    """The int8 product re-computed in float64: x to 8 bits (one scale, one zero point from its
+    range including 0), the layer's own int8 weights, exact integer sums, then the scales."""
+    qweight = layer.weight()
+    q = qweight.int_repr().double()  # (out, in)
+    w_scale = qweight.q_per_channel_scales().double()  # (out,)
+    xd = x.double()
+    lo, hi = min(float(xd.min()), 0.0), max(float(xd.max()), 0.0)
+    scale = (hi - lo) / 255
+    zero = round(-lo / scale)
+    xq = (torch.round(xd / scale) + zero).clamp(0, 255)
+    return (xq - zero) @ q.t() * scale * w_scale
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("rows", [1, 16, 128])
 @pytest.mark.parametrize("sign", [1.0, -1.0])
-def test_extreme_inputs_and_weights_do_not_overflow(rows, sign):
+def test_extreme_inputs_and_weights_do_not_overflow(rows, sign, path):
     """Non-negative inputs (as after the FFN's ReLU) at the top of their range, times weights at
-    the end of theirs: 8-bit inputs make pairs of products of 2 x 255 x 127, which an int16
-    accumulation (x86 without VNNI) would saturate to about half. 8-bit inputs are used only on
-    CPUs with VNNI; this is what would fail if they were used elsewhere.
+    the end of theirs: with 8-bit inputs and 8-bit weights pairs of products reach 2 x 255 x 127,
+    which an int16 accumulation (x86 without VNNI) saturates to about half. Each path must give
+    the exact integer result, checked against a float64 re-computation.
     """
     weight, x = torch.full((8, 256), sign), torch.ones(rows, 256)
-    got = int8_linear(weight)(x)
+    layer = int8_linear(weight, path=path)
+    got = layer(x)
     torch.testing.assert_close(got, torch.full((rows, 8), 256.0 * sign), rtol=0.01, atol=0)
+    torch.testing.assert_close(got.double(), emulated(layer, x), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_int8_linear_is_exactly_the_integer_arithmetic(path):
+    """Inputs on a grid of 1/8 from 0 to 255/8: the input scale is exactly 1/8 and no input sits near
+    a rounding boundary, so any CPU's kernel must agree with the float64 re-computation."""
+    g = torch.Generator().manual_seed(1)
+    weight = torch.randn(64, 256, generator=g)
+    x = torch.randint(0, 256, (32, 256), generator=g) / 8.0  # non-negative, as after the ReLU
+    x[0, 0] = 255 / 8  # the top of the 8-bit range
+    layer = int8_linear(weight, path=path)
+    assert layer.weight().int_repr().abs().max() == path.weight_max  # the row maxima use the range
+    torch.testing.assert_close(layer(x).double(), emulated(layer, x), rtol=1e-5, atol=1e-4)
+
+
+def test_the_int8_path_follows_the_cpu_and_the_environment():
+    assert choose_int8_path({}, vnni=True) is VNNI
+    assert choose_int8_path({}, vnni=False) is NO_VNNI
+    assert choose_int8_path({"AIAYN_INT8_PATH": "no-vnni"}, vnni=True) is NO_VNNI
+    assert choose_int8_path({"AIAYN_INT8_PATH": "auto"}, vnni=False) is NO_VNNI
+    assert choose_int8_path({"AIAYN_INT8_PATH": "vnni"}, vnni=True) is VNNI
+    assert (VNNI.activation_bits, VNNI.weight_bits, NO_VNNI.activation_bits, NO_VNNI.weight_bits) == (
+        8,
+        8,
+        8,
+        7,
+    )
+    with pytest.raises(AiaynError, match=r"^AIAYN_INT8_PATH=vnni needs a CPU with VNNI"):
+        choose_int8_path({"AIAYN_INT8_PATH": "vnni"}, vnni=False)
+    with pytest.raises(AiaynError, match=r"^AIAYN_INT8_PATH='fast' is not one of auto, vnni, no-vnni"):
+        choose_int8_path({"AIAYN_INT8_PATH": "fast"}, vnni=True)
+
+
+def test_the_environment_switch_reaches_quantisation(monkeypatch):
+    monkeypatch.setenv("AIAYN_INT8_PATH", "no-vnni")
+    model = quantize_int8(random_model(0))
+    layers = [m for m in model.modules() if isinstance(m, Int8Linear)]
+    assert all(m.path is NO_VNNI and m.weight().int_repr().abs().max() <= 63 for m in layers)
+
+
+def test_six_bit_weights_are_measurably_worse():
+    """One bit less than the no-VNNI path (a wrong weight range) shows in the logits' error."""
+    reference = random_model(0)
+    six = Int8Path("six-bit", 8, 6, "a deliberately wrong range")
+    good = relative_error(quantize_int8(copy.deepcopy(reference), path=NO_VNNI), reference, 0)
+    bad = relative_error(quantize_int8(copy.deepcopy(reference), path=six), reference, 0)
+    assert bad > 1.5 * good
 
 
 @pytest.mark.parametrize("beam", [1, 4])

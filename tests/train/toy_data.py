@@ -51,5 +51,6 @@ def tiny_config(**train) -> RunConfig:
         save_every=None,
         save_minutes=None,
         keep_last=10,
+        cpu_matmul="onednn",  # no timing-dependent choice: runs compared bit for bit must agree
     )
     return RunConfig(model=model, train=TrainConfig(**{**defaults, **train}))

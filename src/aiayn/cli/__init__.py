@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 
 from aiayn.errors import AiaynError
+from aiayn.quickstart import QUICKSTART_STEPS
 
 Handler = Callable[[argparse.Namespace], int | None]
 
@@ -25,7 +26,8 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
         help="the main job: prepare bible-es-en, train, average, score, show samples and attention",
         description="Train a Spanish->English translator on the Bible in one command (re-runs resume).",
     )
-    p.add_argument("--minutes", type=float, default=20.0, help="training budget in minutes (default 20)")
+    p.add_argument("--steps", type=int, help=f"updates (default {QUICKSTART_STEPS}, or none with --minutes)")
+    p.add_argument("--minutes", type=float, help="wall-clock budget (with --steps: what ends first)")
     p.add_argument("--out", default="runs/quickstart", help="run directory (default runs/quickstart)")
     p.add_argument("--corpus", default="bible-es-en", help="built-in corpus (default bible-es-en)")
     p.add_argument("--test-limit", type=int, metavar="N", help="score only the first N test sentences")
@@ -35,9 +37,12 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
 def _run_quickstart(args: argparse.Namespace) -> None:
     from aiayn.quickstart import quickstart
 
-    if args.minutes <= 0:
+    if args.minutes is not None and args.minutes <= 0:
         raise AiaynError(f"--minutes must be positive, got {args.minutes}")
-    quickstart(args.out, args.minutes, args.corpus, args.test_limit)
+    if args.steps is not None and args.steps <= 0:
+        raise AiaynError(f"--steps must be positive, got {args.steps}")
+    steps = QUICKSTART_STEPS if args.steps is None and args.minutes is None else args.steps
+    quickstart(args.out, steps, args.minutes, args.corpus, args.test_limit)
 
 
 COMMANDS.append(_add_quickstart)
@@ -346,7 +351,7 @@ COMMANDS.append(_add_plot)
 
 
 def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
-    from aiayn.cli import interop, serve, vision
+    from aiayn.cli import doctor, interop, serve, vision
 
     return [
         serve.add_serve,
@@ -355,6 +360,7 @@ def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
         vision.add_vision_attention,
         interop.add_import_marian,
         interop.add_export_hf,
+        doctor.add_doctor,
     ]
 
 

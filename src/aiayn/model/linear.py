@@ -15,7 +15,12 @@ training run's memory grew past 6 GB in an hour. So the rows are padded with zer
 sizes per power of two (`padded_rows`: at most 1/32 more work), which bounds the shapes and the
 memory; the padding rows are dropped from the results and add nothing to the weight gradient.
 
-`AIAYN_ONEDNN=0` in the environment, or `linear_backend.enabled = False`, turns the routing off.
+Which is faster depends on the CPU, not on its vendor: on an AMD EPYC with AVX-512 oneDNN ran
+training 1.5-3x faster; on a first-generation Zen (AVX2 only) MKL ran whole training updates 12-20%
+faster although oneDNN won most single products in isolation. So training measures it
+(`aiayn.train.kernels`: real updates timed with each, the winner kept in the checkpoint), and
+`linear_backend.reason` says what decided. `AIAYN_ONEDNN=0` (never) or `=1` (always) in the
+environment overrides the measurement; `linear_backend.enabled = False` turns the routing off.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiayn.errors import AiaynError
+
 MIN_ROWS = 4  # below this oneDNN's per-call overhead outweighs its faster kernels (one decoding row)
 EXACT_ROWS = 64  # up to this many rows shapes are used as they are; above, 32 sizes per octave
 
@@ -35,10 +42,28 @@ def _onednn_available() -> bool:
 
 
 class _Backend:
-    """Whether `linear` may use oneDNN (a flag tests and benchmarks can flip)."""
+    """Whether `linear` may use oneDNN (a flag tests, benchmarks and training's measurement flip)."""
 
     def __init__(self) -> None:
-        self.enabled = _onednn_available() and os.environ.get("AIAYN_ONEDNN", "1") != "0"
+        forced = os.environ.get("AIAYN_ONEDNN", "").strip()
+        self.forced = forced in ("0", "1")  # the environment decides, not a measurement
+        if not _onednn_available():
+            self.enabled, self.reason = False, "oneDNN is not in this PyTorch build: F.linear"
+        elif self.forced:
+            self.enabled, self.reason = forced == "1", f"AIAYN_ONEDNN={forced} in the environment"
+        else:
+            ignored = f" (AIAYN_ONEDNN={forced!r} is not 0 or 1: ignored)" if forced else ""
+            self.enabled, self.reason = True, f"oneDNN by default; training measures both{ignored}"
+
+    @property
+    def name(self) -> str:
+        return "onednn" if self.enabled else "mkl"
+
+    def choose(self, name: str, reason: str) -> None:
+        """Use oneDNN (`name` 'onednn') or F.linear ('mkl') from now on, and say why."""
+        if name not in ("onednn", "mkl"):
+            raise AiaynError(f"matrix-product backend {name!r} is not onednn or mkl")
+        self.enabled, self.reason = name == "onednn" and _onednn_available(), reason
 
 
 linear_backend = _Backend()

@@ -4,65 +4,119 @@ What is quantised: every projection of 3.2.2 (the fused Q/K/V, the cross-attenti
 the output projection of each attention), both layers of the feed-forward network (Eq. 2) and the
 pre-softmax linear transformation (3.4; with tied embeddings an int8 copy of the embedding matrix,
 as CTranslate2's int8 does). Their weights are stored as int8 with one scale per output row
-(symmetric, per channel). Each call quantises its input on the fly to 8 bits (7 on CPUs without
-VNNI, see `Int8Linear`) with one scale and zero point taken from that input's range ("dynamic":
-no calibration data), multiplies in int8 with int32 accumulation (PyTorch's
-`quantized::linear_dynamic`, FBGEMM's kernels) and returns float32 with the float32 bias added.
-Everything else stays float32: embedding lookups, positions, layer norm, softmax, and attention's
-own products (Q K^T and weights x V, whose operands change every step).
+(symmetric, per channel). Each call quantises its input on the fly to 8 bits with one scale and
+zero point taken from that input's range ("dynamic": no calibration data), multiplies in int8
+into int32 sums (PyTorch's `quantized::linear_dynamic`, FBGEMM's kernels; see the paths) and returns
+float32 with the float32 bias added. Everything else stays float32: embedding lookups,
+positions, layer norm, softmax, and attention's own products (Q K^T and weights x V).
 
-Why: decoding on the CPU spends much of its time in these products, with few rows per step
-(sentences x beams); the int8 kernels compute them 2.5-4x faster than the float32 oneDNN ones
-on the tiny and base models' shapes (one thread, this project's AMD CPU), and the int8 weights
-take a quarter of the memory. Attention, beam bookkeeping and the softmax over the vocabulary
-do not get faster, so whole decoding gains less. The cost is a small loss of accuracy (README:
-the BLEU difference on the Bible test books).
+Two paths (`Int8Path`), because x86 int8 kernels differ by CPU. With AVX-512 VNNI (what PyTorch
+detects) products of u8 inputs and s8 weights add in int32: inputs and weights keep 8 bits.
+Without it (AVX2, AVX-VNNI-only CPUs and plain AVX-512) FBGEMM adds pairs of u8 x s8 products in
+int16 first, which saturates at 2^15 - 1: two products of 255 x 127 reach 64,770. PyTorch's
+answer ("reduce_range") drops the inputs to 7 bits, but an input has one scale for the whole
+tensor and is far less uniform than a weight row, so its lost bit costs most. The no-VNNI path
+keeps the inputs at 8 bits and gives the weights 7 (|q| <= 63, one scale per row): 2 x 255 x 63 =
+32,130 fits in int16. On the toy translator it lowers the error of the log-probabilities by ~30%
+against 7-bit inputs, to that of the VNNI path (README, int8). `AIAYN_INT8_PATH=no-vnni` forces
+that path on any CPU, so a VNNI machine tests it too.
 
-It uses `torch.ao.quantization.quantize_dynamic`, which PyTorch has deprecated in favour of torchao
-but which is present and works in the pinned torch 2.13 (its deprecation notices are silenced
-here). A quantised model is for inference on the CPU only: no gradients, no GPU, and it is not
-saved (model directories keep float32 weights; quantise after loading).
+Why int8: decoding on the CPU spends much of its time in these products, with few rows per step
+(sentences x beams); the int8 kernels compute them several times faster than float32, and the
+int8 weights take a quarter of the memory. A quantised model is for inference on the CPU only: no
+gradients, no GPU, and it is not saved (model directories keep float32 weights).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import warnings
+from collections.abc import Mapping
 
 import torch
 from torch import Tensor, nn
-from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantizedLinear
-from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
 from aiayn.errors import AiaynError
 
-QCONFIG = per_channel_dynamic_qconfig  # int8 weights, one scale per output row; dynamic 8-bit inputs
+PATH_ENV = "AIAYN_INT8_PATH"  # auto (default), vnni or no-vnni
 
 
-def _has_vnni() -> bool:
+@dataclasses.dataclass(frozen=True)
+class Int8Path:
+    """How many bits inputs and weights get, and why."""
+
+    name: str
+    activation_bits: int
+    weight_bits: int
+    why: str
+
+    @property
+    def weight_max(self) -> int:
+        """The largest |q| of an int8 weight: 127 for 8 bits, 63 for 7."""
+        return (1 << (self.weight_bits - 1)) - 1
+
+
+VNNI = Int8Path("vnni", 8, 8, "VNNI sums u8 x s8 products in int32")
+NO_VNNI = Int8Path(
+    "no-vnni", 8, 7, "without VNNI pairs of u8 x s8 products sum in int16: weights within +-63"
+)
+PATHS = {p.name: p for p in (VNNI, NO_VNNI)}
+
+
+def has_vnni() -> bool:
+    """Whether PyTorch sees AVX-512 VNNI on this CPU (it does not count AVX-VNNI)."""
     try:
         return bool(torch.cpu._is_vnni_supported())
     except (AttributeError, RuntimeError):
         return False
 
 
-class Int8Linear(DynamicQuantizedLinear):
-    """PyTorch's dynamically quantised Linear, with 8-bit inputs where the CPU has VNNI.
+def choose_int8_path(env: Mapping[str, str] | None = None, vnni: bool | None = None) -> Int8Path:
+    """The path for this CPU, or the one `AIAYN_INT8_PATH` names (a one-line error if it can't run)."""
+    env = os.environ if env is None else env
+    vnni = has_vnni() if vnni is None else vnni
+    name = env.get(PATH_ENV, "auto").strip().lower() or "auto"
+    if name == "auto":
+        return VNNI if vnni else NO_VNNI
+    if name not in PATHS:
+        raise AiaynError(f"{PATH_ENV}={name!r} is not one of auto, vnni, no-vnni")
+    if name == "vnni" and not vnni:
+        raise AiaynError(f"{PATH_ENV}=vnni needs a CPU with VNNI (its int16 sums would saturate here)")
+    return PATHS[name]
 
-    PyTorch quantises the inputs to 7 bits ("reduce_range"): without VNNI, x86 int8 kernels add
-    pairs of u8 x s8 products in int16, which full 8-bit values can overflow. VNNI instructions
-    accumulate in int32, so there the 8th bit is free: on the quickstart model's 938 Bible test
-    verses it raises the share translated exactly as in float32 from 46% to 62% (BLEU 21.21 ->
-    21.24; float32 21.25), at the same speed.
-    """
 
-    reduce_range = not _has_vnni()
+def int8_path() -> dict:
+    """The path int8 models take on this machine, as a dict (for `aiayn doctor`)."""
+    return dataclasses.asdict(choose_int8_path())
+
+
+class Int8Linear(nn.Module):
+    """y = x W^T + b with W in int8 (one scale per row) and x quantised to 8 bits on each call."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None, path: Int8Path) -> None:
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        self.path = path
+        weight = weight.detach().float().cpu()  # (out, in)
+        scale = weight.abs().amax(1).clamp_min(1e-12) / path.weight_max  # (out,)
+        zero = torch.zeros(weight.size(0), dtype=torch.long)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's deprecation notice on quantised tensors
+            qweight = torch.quantize_per_channel(weight, scale.double(), zero, 0, torch.qint8)
+        bias = None if bias is None else bias.detach().float().cpu()
+        self._packed = torch.ops.quantized.linear_prepack(qweight, bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        packed = self._packed_params._packed_params
-        return torch.ops.quantized.linear_dynamic(x, packed, reduce_range=self.reduce_range).to(x.dtype)
+        """x (..., in) float32 -> (..., out) float32."""
+        return torch.ops.quantized.linear_dynamic(x, self._packed, reduce_range=False)
 
-    def _get_name(self) -> str:
-        return "Int8Linear"
+    def weight(self) -> Tensor:
+        """The int8 weight (out, in) as a per-channel quantised tensor."""
+        return torch.ops.quantized.linear_unpack(self._packed)[0]
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, path={self.path.name}"
 
 
 def check_int8_device(device: str | torch.device | None) -> torch.device:
@@ -75,16 +129,9 @@ def check_int8_device(device: str | torch.device | None) -> torch.device:
     return device
 
 
-def int8_linear(weight: Tensor, bias: Tensor | None = None) -> Int8Linear:
+def int8_linear(weight: Tensor, bias: Tensor | None = None, path: Int8Path | None = None) -> Int8Linear:
     """An int8 y = x W^T + b from a float32 weight (out, in) and bias (out,) (which are not kept)."""
-    float_layer = nn.Linear(weight.size(1), weight.size(0), bias=bias is not None, device="meta")
-    float_layer.weight = nn.Parameter(weight.detach().float(), requires_grad=False)
-    if bias is not None:
-        float_layer.bias = nn.Parameter(bias.detach().float(), requires_grad=False)
-    float_layer.qconfig = QCONFIG
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notices
-        return Int8Linear.from_float(float_layer)
+    return Int8Linear(weight, bias, path or choose_int8_path())
 
 
 def is_int8(model: nn.Module) -> bool:
@@ -92,24 +139,24 @@ def is_int8(model: nn.Module) -> bool:
     return bool(getattr(model, "int8", False))
 
 
-def quantize_int8(model: nn.Module, output_layer: bool = True) -> nn.Module:
+def quantize_int8(model: nn.Module, output_layer: bool = True, path: Int8Path | None = None) -> nn.Module:
     """Quantise `model` (a Transformer) for int8 inference, in place; returns it in eval mode.
 
     Every `nn.Linear` becomes an `Int8Linear`; with `output_layer`, the pre-softmax linear
     transformation too (`Transformer.output_layer`). The model must be on the CPU. Quantising an
-    already quantised model does nothing.
+    already quantised model does nothing. `path` defaults to `choose_int8_path()`.
     """
     if is_int8(model):
         return model
     check_int8_device(next(model.parameters()).device)
+    path = path or choose_int8_path()
     model.eval()
     count = model.num_parameters()  # before the Linear weights stop being Parameters
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notices
-        quantize_dynamic(
-            model, {nn.Linear: QCONFIG}, dtype=torch.qint8, mapping={nn.Linear: Int8Linear}, inplace=True
-        )
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) is nn.Linear:
+                setattr(module, name, Int8Linear(child.weight, child.bias, path))
     if output_layer and hasattr(model, "output_weight"):
-        model.output_layer = int8_linear(model.output_weight, model.output_bias)
+        model.output_layer = Int8Linear(model.output_weight, model.output_bias, path)
     model.int8, model.float_parameters = True, count
     return model

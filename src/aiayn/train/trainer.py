@@ -25,7 +25,7 @@ import torch.distributed as dist
 from aiayn.config import RunConfig
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
-from aiayn.train import checkpoint, distributed, precision
+from aiayn.train import checkpoint, distributed, eta, kernels, precision
 from aiayn.train.evaluation import ShuffledSources, dev_bleu, dev_loss
 from aiayn.train.loss import label_smoothed_nll
 from aiayn.train.metrics import MetricsLog, Progress
@@ -74,6 +74,7 @@ class Trainer:
         self.precision = precision.resolve(self.t.precision, env.device)
         self.accumulation = accumulation_steps(config, env.world_size)
         self.state = LoopState()
+        self._restored_matmul: str | None = None
         checkpoint.seed_everything(self.t.seed + env.rank)  # dropout differs across ranks
         found = checkpoint.list_checkpoints(run_dir)
         if found:
@@ -81,6 +82,8 @@ class Trainer:
         elif init_from:
             load_init_weights(self.model, init_from, data_dir)
         self.start_step = self.state.step
+        eligible = env.device.type == "cpu" and self.precision.name == "fp32" and not self.t.compile
+        self.kernels = kernels.KernelChoice(self.t.cpu_matmul, eligible, self._restored_matmul, env)
         self.forward_model = torch.compile(self.model) if self.t.compile else self.model
         self.engine = self._wrap_ddp(self.forward_model)
         self.train_data = TokenDataset(data_dir, "train")
@@ -141,6 +144,7 @@ class Trainer:
             "scaler": scaler.state_dict() if scaler is not None else {},
             "rng": rngs,
             "world_size": self.env.world_size,
+            "cpu_matmul": self.kernels.decision,
         }
 
     def _restore(self, path: Path) -> None:
@@ -148,6 +152,7 @@ class Trainer:
         if state.get("version") != STATE_VERSION:
             raise AiaynError(f"{path}: trainer state version {state.get('version')!r} is not {STATE_VERSION}")
         self.state = LoopState(**state["loop"])
+        self._restored_matmul = state.get("cpu_matmul")
         restore_optimizer(self.optimizer, state["optimizer"], self.config, self.env.device)
         if self.precision.scaler is not None and state["scaler"]:
             self.precision.scaler.load_state_dict(state["scaler"])
@@ -202,6 +207,21 @@ class Trainer:
             update_loss += torch.stack([loss.detach(), nll.detach()])
         applied = self._step()
         self._account(applied, update_loss, local, total)
+        return applied
+
+    def _timed_update(self) -> bool:
+        """`_update`, with the matmul backend probe and the budget clock around it."""
+        tokens = self.state.tokens
+        self.kernels.before_update()
+        applied = self._update()
+        message = self.kernels.after_update(applied, self.state.tokens - tokens)
+        if message:
+            self.progress.write(message)
+            self.log.log("kernels", self.state.step, {"cpu_matmul": self.kernels.decision})
+        timing = self.clock.after_update(self.state.step, self.state.tokens) if applied else None
+        if timing:
+            self.log.log("eta", self.state.step, timing)
+            self.progress.write(self.clock.message(timing, self.state.step))
         return applied
 
     def _step(self) -> bool:
@@ -327,32 +347,38 @@ class Trainer:
             began = time.monotonic()
             reason = self._evaluate()
             self._window_start += time.monotonic() - began  # tokens/s counts training time only
+            self.clock.pause(time.monotonic() - began)
         stopped, time_up, save_due = self._control(signals)
         if stopped:
             reason = f"signal:{signals.received or 'peer'}"
         elif time_up and reason is None:
             reason = "minutes"
         if reason is None and (save_due or (t.save_every and step % t.save_every == 0)):
+            began = time.monotonic()
             self._save()
+            self.clock.pause(time.monotonic() - began)
         return reason
 
     def run(self) -> TrainResult:
         self.start_time = self.saved_time = self._window_start = time.monotonic()
+        self.clock = eta.BudgetClock(self.start_step, self.t.max_steps, self.t.minutes, self.start_time)
         self._window = torch.zeros(3, device=self.env.device)  # loss, nll, tokens since the last log
         self._logged_step = self.state.step
         self.engine.train()
         reason = None
         try:
+            self.kernels.start()
             with StopSignals() as signals:
                 while reason is None:
                     reason = self._budget_reason()
-                    if reason is None and self._update():
+                    if reason is None and self._timed_update():
                         reason = self._after_update(signals)
                 if self.state.step > self._logged_step:  # the steps since the last log_every
                     self._log_train()
                 if self.saved_step != self.state.step:
                     self._save()
         finally:
+            self.kernels.restore_process_default()
             self.progress.close()
             self.log.close()
         if reason.startswith("signal") and self.env.is_main:

@@ -1,0 +1,358 @@
+"""`aiayn doctor`: the environment a bug report or a benchmark figure needs, in one screen.
+
+Versions (aiayn, torch, Python, the OS, numpy); the CPU (model, cores, the instruction-set flags that
+decide which kernels run: AVX2, FMA, AVX-512, VNNI, AMX, NEON, and the capability torch dispatches
+to); torch's threads and the environment variables that change threads or kernels; measured float32
+matrix-product speed through MKL (`F.linear`) and through oneDNN, the two paths of
+`aiayn.model.linear` (the products of sections 3.2.2, 3.3 and 3.4); which of them the model uses;
+the int8 path (`--int8`); GPUs; and whether each optional dependency imports.
+
+`report()` returns a JSON-ready dict, `format_report()` the human table. Nothing here raises for a
+missing or broken optional module, a missing /proc/cpuinfo or an absent GPU: it is reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import math
+import os
+import platform
+import statistics
+import textwrap
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from importlib import metadata
+
+import numpy
+import torch
+import torch.nn.functional as F
+
+import aiayn
+
+OPTIONAL = (
+    "transformers",
+    "ctranslate2",
+    "sentencepiece",
+    "sacrebleu",
+    "safetensors",
+    "fastapi",
+    "uvicorn",
+    "matplotlib",
+    "tensorboard",
+    "pysword",
+    "playwright",
+    "sklearn",
+)
+DISTRIBUTIONS = {"sklearn": "scikit-learn"}  # import name -> package name, where they differ
+THREAD_ENV = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "ONEDNN_MAX_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "ATEN_CPU_CAPABILITY",
+    "AIAYN_ONEDNN",
+    "AIAYN_INT8_PATH",
+)
+X86_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "amx")
+MATMUL_SHAPE = (512, 1024, 1024)  # (rows, in, out): a (rows, in) @ (in, out) float32 product
+WARMUP, REPEATS, MIN_LOOP_S = 3, 5, 0.1
+
+
+def versions() -> dict:
+    """aiayn, torch, Python, OS and numpy versions."""
+    return {
+        "aiayn": aiayn.__version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        "numpy": numpy.__version__,
+    }
+
+
+def _read_cpuinfo() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _cpuinfo_field(cpuinfo_text: str, *keys: str) -> str | None:
+    """The value of the first line whose key (before ':') is one of `keys`."""
+    for line in cpuinfo_text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() in keys:
+            return value.strip()
+    return None
+
+
+def cpu_flags(cpuinfo_text: str, machine: str) -> dict[str, bool]:
+    """The kernel-relevant flags of a /proc/cpuinfo text ("flags" on x86, "Features" on ARM)."""
+    flags = set((_cpuinfo_field(cpuinfo_text, "flags", "features") or "").split())
+    return {
+        "avx2": "avx2" in flags,
+        "fma": "fma" in flags,
+        "avx512f": "avx512f" in flags,
+        "avx512_vnni": "avx512_vnni" in flags,  # what torch (and so the int8 path) counts as VNNI
+        "avx_vnni": "avx_vnni" in flags,
+        "amx": "amx_tile" in flags,
+        "neon": "asimd" in flags or machine.lower() in ("arm64", "aarch64"),
+    }
+
+
+def cpu() -> dict:
+    """CPU model, logical and usable cores, machine, flags and torch's dispatch capability."""
+    text = _read_cpuinfo()
+    machine = platform.machine()
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "model": _cpuinfo_field(text, "model name") or platform.processor() or machine or None,
+        "cores": os.cpu_count(),
+        "usable_cores": usable,
+        "machine": machine,
+        "flags": cpu_flags(text, machine),
+        "torch_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+
+
+def threads() -> dict:
+    """torch's intra-op and inter-op threads and the thread / instruction-set environment variables."""
+    return {
+        "intra_op": torch.get_num_threads(),
+        "inter_op": torch.get_num_interop_threads(),
+        "env": {name: os.environ.get(name) for name in THREAD_ENV},
+    }
+
+
+def _gflops(product: Callable[[], object], flops: float) -> float:
+    """GFLOP/s of `product`: WARMUP calls, then the median of REPEATS loops of >= MIN_LOOP_S each."""
+    for _ in range(WARMUP - 1):
+        product()
+    start = time.perf_counter()
+    product()
+    calls = max(1, math.ceil(MIN_LOOP_S / max(time.perf_counter() - start, 1e-9)))
+    seconds = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        for _ in range(calls):
+            product()
+        seconds.append((time.perf_counter() - start) / calls)
+    return round(flops / statistics.median(seconds) / 1e9, 1)
+
+
+def matmul_gflops() -> dict:
+    """Measured float32 GFLOP/s of one (512 x 1024) @ (1024 x 1024) product: MKL and oneDNN."""
+    rows, d_in, d_out = MATMUL_SHAPE
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(rows, d_in, generator=generator)
+    w = torch.randn(d_out, d_in, generator=generator)  # (out, in), as nn.Linear keeps it
+    flops = 2.0 * rows * d_in * d_out
+    with torch.inference_mode():
+        result = {"mkl": _gflops(lambda: F.linear(a, w), flops), "onednn": None}
+        if torch.backends.mkldnn.is_available():
+            with contextlib.suppress(AttributeError, RuntimeError):
+                onednn = torch.ops.mkldnn._linear_pointwise
+                result["onednn"] = _gflops(lambda: onednn(a, w, None, "none", [], ""), flops)
+    return result
+
+
+def kernels() -> dict:
+    """Whether `aiayn.model.linear` routes float32 products through oneDNN now, and why."""
+    from aiayn.model.linear import linear_backend
+
+    return {"enabled": bool(linear_backend.enabled), "reason": linear_backend.reason}
+
+
+def int8() -> dict:
+    """The int8 path (`aiayn.model.quantize.int8_path()`) and torch's quantised engine."""
+    from aiayn.errors import AiaynError
+    from aiayn.model import quantize
+
+    try:
+        path = quantize.int8_path()
+    except AiaynError as err:  # AIAYN_INT8_PATH asks for a path this CPU cannot run
+        path = {"name": "error", "why": str(err)}
+    return {**path, "engine": torch.backends.quantized.engine}
+
+
+def gpus() -> list[dict]:
+    """One entry per CUDA device: name, memory (GiB), compute capability, bf16 support."""
+    if not torch.cuda.is_available():
+        return []
+    devices = []
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        devices.append(
+            {
+                "index": index,
+                "name": props.name,
+                "memory_gib": round(props.total_memory / 2**30, 1),
+                "capability": f"{props.major}.{props.minor}",
+                "bf16": props.major >= 8 or torch.version.hip is not None,
+            }
+        )
+    return devices
+
+
+def _mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def _version(name: str, module: object) -> str | None:
+    version = getattr(module, "__version__", None)
+    if version is None:
+        with contextlib.suppress(Exception):
+            version = metadata.version(DISTRIBUTIONS.get(name, name))
+    return None if version is None else str(version)
+
+
+def optional_dependency(name: str) -> dict:
+    """{"ok", "version", "error"} of importing `name`; any exception is reported, never raised."""
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")  # import-time notices would clutter the report
+            module = importlib.import_module(name)
+    except Exception as err:  # a broken install can raise anything at import time
+        message = str(err) if isinstance(err, ImportError) else f"{type(err).__name__}: {err}"
+        return {"ok": False, "version": None, "error": message}
+    return {"ok": True, "version": _version(name, module), "error": None}
+
+
+def optional_dependencies(names: Sequence[str] | None = None) -> dict[str, dict]:
+    """`optional_dependency` of each name (default: OPTIONAL)."""
+    return {name: optional_dependency(name) for name in (OPTIONAL if names is None else names)}
+
+
+def report(measure: bool = True) -> dict:
+    """The whole environment report as a JSON-ready dict; `measure=False` skips the matmul timing."""
+    return {
+        "versions": versions(),
+        "cpu": cpu(),
+        "threads": threads(),
+        "matmul": matmul_gflops() if measure else None,
+        "kernels": kernels(),
+        "int8": int8(),
+        "gpus": gpus(),
+        "cuda": torch.version.cuda,
+        "mps": _mps_available(),
+        "optional": optional_dependencies(),
+    }
+
+
+# ---- the human table ----
+
+LABEL_WIDTH = 11
+LINE_WIDTH = 100
+ERROR_CHARS = 60
+
+
+def _short(text: str, limit: int = ERROR_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _flag_words(flags: dict[str, bool], machine: str) -> str:
+    """x86 flags on x86 ('-' when absent), NEON on ARM; any other flag only when present."""
+    arm = machine.lower() in ("arm64", "aarch64")
+    shown = ["neon"] if arm else list(X86_FLAGS)
+    words = [name if flags.get(name) else f"-{name}" for name in shown]
+    return " ".join(words + [name for name, on in flags.items() if on and name not in shown])
+
+
+def _wrap(label: str, items: list[str]) -> list[str]:
+    """`label` then `items` joined by ', ', continued under the first item when a line gets long."""
+    lines, current = [], ""
+    for item in items:
+        if current and LABEL_WIDTH + len(current) + len(item) + 3 > LINE_WIDTH:  # ', ' and ','
+            lines.append(current + ",")
+            current = item
+        else:
+            current = f"{current}, {item}" if current else item
+    lines.append(current)
+    return [f"{label if i == 0 else '':<{LABEL_WIDTH}}{line}" for i, line in enumerate(lines)]
+
+
+def _versions_lines(rep: dict) -> list[str]:
+    v = rep["versions"]
+    names = ("aiayn", "torch", "python", "numpy")
+    head = "  ".join(f"{name} {v[name]}" for name in names)
+    return [f"{'versions':<{LABEL_WIDTH}}{head}", f"{'os':<{LABEL_WIDTH}}{v['os']}"]
+
+
+def _cpu_line(rep: dict) -> str:
+    c = rep["cpu"]
+    cores = f"{c['cores']} cores" + (
+        f", {c['usable_cores']} usable" if c["usable_cores"] != c["cores"] else ""
+    )
+    flags = _flag_words(c["flags"], c["machine"] or "")
+    return f"{'cpu':<{LABEL_WIDTH}}{c['model']} ({cores})  {flags}  torch: {c['torch_capability']}"
+
+
+def _threads_line(rep: dict) -> str:
+    t = rep["threads"]
+    env = [f"{name}={value}" for name, value in t["env"].items() if value is not None]
+    env_text = " ".join(env) if env else "no thread/kernel variables set"
+    return f"{'threads':<{LABEL_WIDTH}}torch {t['intra_op']}, interop {t['inter_op']}; {env_text}"
+
+
+def _matmul_line(rep: dict) -> str:
+    m = rep["matmul"]
+    if m is None:
+        return f"{'matmul':<{LABEL_WIDTH}}not measured (--no-measure)"
+    rows, d_in, d_out = MATMUL_SHAPE
+    onednn = "n/a" if m["onednn"] is None else f"{m['onednn']:.1f} GFLOP/s"
+    blas = "mkl" if torch.backends.mkl.is_available() else "blas"
+    shape = f"({rows}x{d_in} @ {d_in}x{d_out})"
+    return f"{'matmul':<{LABEL_WIDTH}}fp32 {blas} {m['mkl']:.1f} GFLOP/s, onednn {onednn} {shape}"
+
+
+def _text_lines(label: str, text: str, max_lines: int = 2) -> list[str]:
+    """`label` then `text`, wrapped under the first line's text, at most `max_lines` lines."""
+    width = LINE_WIDTH - LABEL_WIDTH
+    lines = textwrap.wrap(text, width, max_lines=max_lines, placeholder=" ...") or [""]
+    return [f"{label if i == 0 else '':<{LABEL_WIDTH}}{line}" for i, line in enumerate(lines)]
+
+
+def _kernel_lines(rep: dict) -> list[str]:
+    k, q = rep["kernels"], rep["int8"]
+    linear = "linear: " + ("oneDNN" if k["enabled"] else "F.linear (MKL/BLAS)")
+    linear += f" ({k['reason']})" if k["reason"] else ""
+    int8_text = q["name"]
+    if "activation_bits" in q and "weight_bits" in q:
+        int8_text += f": {q['activation_bits']}-bit inputs x {q['weight_bits']}-bit weights"
+    int8_text += f", engine {q['engine']}" + (f" ({q['why']})" if q.get("why") else "")
+    return _text_lines("kernels", linear) + _text_lines("int8", int8_text)
+
+
+def _gpu_lines(rep: dict) -> list[str]:
+    extra = f"cuda {rep['cuda'] or 'none'}, mps {'yes' if rep['mps'] else 'no'}"
+    if not rep["gpus"]:
+        return [f"{'gpus':<{LABEL_WIDTH}}none ({extra})"]
+    items = [
+        f"{g['index']}: {g['name']} {g['memory_gib']} GiB sm {g['capability']}{' bf16' if g['bf16'] else ''}"
+        for g in rep["gpus"]
+    ]
+    return _wrap("gpus", items + [extra])
+
+
+def _optional_lines(rep: dict) -> list[str]:
+    items = []
+    for name, dep in rep["optional"].items():
+        if dep["ok"]:
+            items.append(f"{name} {dep['version'] or '?'} ok")
+        else:
+            state = "missing" if dep["error"].startswith("No module named") else "broken"
+            items.append(f"{name} {state} ({_short(dep['error'])})")
+    return _wrap("optional", items)
+
+
+def format_report(rep: dict) -> str:
+    """The report as a compact table: one idea a line, a label column, wrapped under ~100 columns."""
+    lines = _versions_lines(rep)
+    lines += [_cpu_line(rep), _threads_line(rep), _matmul_line(rep)]
+    lines += _kernel_lines(rep) + _gpu_lines(rep) + _optional_lines(rep)
+    return "\n".join(lines)
