@@ -3,7 +3,7 @@
 `aiayn.model.linear` computes the model's products (3.2.2, Eq. 2, 3.4) with oneDNN or with
 PyTorch's default `F.linear` (MKL). Which is faster depends on the CPU and on the whole update, not
 on the vendor or the instruction set: on an AMD EPYC with AVX-512 oneDNN trained 1.5-3x faster, on
-a first-generation Zen (AVX2) MKL trained 12-20% faster though oneDNN won most products timed alone.
+a first-generation Zen (AVX2) MKL trained 10-20% faster though oneDNN won most products timed alone.
 So a fresh float32 CPU run alternates the two over its first `len(ORDER)` updates (the first
 update of each untimed: it builds kernels; then A-B-B-A, so that a machine settling down favours
 neither), compares seconds per target token, keeps the faster, and stores the choice in the
