@@ -10,6 +10,9 @@ num_beams=4, length_penalty=alpha (aiayn: length_penalty_style="len", its equiva
 num_beams=1. Reported: output tokens per second (best of --repeats) and speed ratios (> 1: aiayn is
 faster), and how many sentences get exactly HF's output tokens.
 
+On the CPU aiayn's float32 model gets the weight packing `Translator.load` gives it
+(`aiayn.model.linear.pack_for_inference`: oneDNN-reordered weights where they time faster).
+
 int8 (on the CPU): aiayn's `--int8` (aiayn.model.quantize: dynamic int8 linear layers and output
 layer) against CTranslate2's compute_type="int8" on the same converted model. Quantisation changes
 some outputs, so each int8 system is compared with its own float32 run: the share of sentences
@@ -39,6 +42,7 @@ from aiayn.config import DecodeConfig
 from aiayn.decode.stepper import decode_batch
 from aiayn.interop.marian_import import config_from_marian, resolve_embeddings
 from aiayn.interop.weights import marian_to_aiayn
+from aiayn.model.linear import pack_for_inference
 from aiayn.model.quantize import quantize_int8
 from aiayn.model.transformer import Transformer
 
@@ -192,6 +196,8 @@ def run(args: argparse.Namespace) -> tuple[list[dict], dict]:
     print(f"max |logit difference| aiayn vs HF on the same input: {check_same_function(hf, model, src):.2e}")
     int8 = args.int8 and args.device == "cpu"
     model_int8 = quantize_int8(copy.deepcopy(model)) if int8 else None
+    if args.device == "cpu":
+        pack_for_inference(model)  # as Translator.load does: oneDNN-packed weights where they pay
     compute_types = ["float32", "int8"] if int8 else ["float32"]
     ct2 = ctranslate2_runners(hf, src, args.threads, args.device, compute_types)
     new, tokens = args.new_tokens, args.sentences * args.new_tokens

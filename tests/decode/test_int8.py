@@ -23,6 +23,7 @@ from aiayn.cli import main
 from aiayn.config import BOS_ID, EOS_ID
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
+from aiayn.model.linear import PackedLinear
 from aiayn.model.quantize import NO_VNNI, VNNI, Int8Linear, has_vnni, int8_linear, quantize_int8
 from toy_translation import toy_pairs
 
@@ -47,7 +48,7 @@ def four_bit(toy_model_dir) -> Translator:
     model = translator.model
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
-            if type(child) is nn.Linear:
+            if type(child) in (nn.Linear, PackedLinear):
                 weight = child.weight.detach()
                 scale = weight.abs().amax(1, keepdim=True) / 7
                 setattr(module, name, int8_linear((weight / scale).round() * scale, child.bias))
@@ -93,6 +94,8 @@ def test_int8_scores_the_float32_translations_closely(fp32, toy_model_dir, path)
     targets = [hyps[0].tokens for hyps in fp32.translate(TEXTS, return_scores=True)]
     quantised = Translator.load(toy_model_dir, device="cpu")
     quantize_int8(quantised.model, path=path)
+    layers = list(quantised.model.modules())
+    assert not any(isinstance(m, nn.Linear | PackedLinear) for m in layers)  # packed float32 ones too
     error = (forced_log_probs(quantised, sources, targets) - forced_log_probs(fp32, sources, targets)).abs()
     assert 1e-4 < float(error.mean()) <= SCORE_ERROR
 

@@ -1,20 +1,27 @@
 """The oneDNN-routed linear layer: values and gradients against float64 F.linear; fallbacks."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from aiayn.config import DecodeConfig, ModelConfig
+from aiayn.decode.stepper import decode_batch
 from aiayn.model import linear as linear_module
 from aiayn.model.linear import (
     EXACT_ROWS,
+    PackedLinear,
     _OneDNNLinear,
     _use_onednn,
     linear,
     linear_backend,
+    pack_for_inference,
     padded_rows,
     project,
 )
+from aiayn.model.transformer import Transformer
 
 needs_onednn = pytest.mark.skipif(not linear_backend.enabled, reason="oneDNN routing unavailable or off")
 
@@ -107,3 +114,45 @@ def test_project_keeps_hooks_and_other_modules_working():
     quantised = torch.ao.quantization.quantize_dynamic(nn.Sequential(nn.Linear(4, 6)), {nn.Linear})[0]
     assert type(quantised) is not nn.Linear
     torch.testing.assert_close(project(quantised, x), quantised(x))
+
+
+@needs_onednn
+@pytest.mark.parametrize("packed_rows", [set(), {"one"}, {"many"}, {"one", "many"}])
+def test_packed_linear_equals_f_linear_at_every_row_count(packed_rows):
+    torch.manual_seed(0)
+    weight, bias = torch.randn(300, 64), torch.randn(300)
+    layer = PackedLinear(weight, bias, frozenset(packed_rows))
+    with torch.inference_mode():
+        for rows in (1, 2, 3, 4, 5, 63, 64, 65, 129, 300):
+            x = torch.randn(rows, 64, dtype=torch.float64)
+            got = layer(x.float())
+            assert got.shape == (rows, 300)
+            expected = F.linear(x, weight.double(), bias.double())  # float64
+            torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-4)
+        x = torch.randn(2, 7, 64)  # (batch, len, in) keeps its leading dimensions
+        torch.testing.assert_close(layer(x), F.linear(x, weight, bias), rtol=1e-5, atol=1e-4)
+
+
+@needs_onednn
+def test_pack_for_inference_keeps_what_the_model_computes(monkeypatch):
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=500, d_model=64, d_ff=128, n_heads=4, n_layers=2, dropout=0.0)
+    reference = Transformer(config).eval()
+    model = copy.deepcopy(reference)
+    monkeypatch.setattr(linear_module, "_packed_rows", lambda layer: frozenset({"one", "many"}))
+    assert pack_for_inference(model) == 2 * 4 + 2 * 7 + 1  # every linear layer and the output layer
+    assert isinstance(model.output_layer, PackedLinear)
+    src, tgt = torch.randint(4, 500, (3, 9)), torch.randint(4, 500, (3, 6))
+    with torch.inference_mode():
+        torch.testing.assert_close(model(src, tgt), reference(src, tgt), rtol=1e-4, atol=1e-4)
+        hyps = decode_batch(model, src, DecodeConfig(beam_size=2, max_len_a=0.0, max_len_b=6))
+        expected = decode_batch(reference, src, DecodeConfig(beam_size=2, max_len_a=0.0, max_len_b=6))
+    assert [h[0].tokens for h in hyps] == [h[0].tokens for h in expected]
+
+
+def test_pack_for_inference_keeps_layers_where_packing_does_not_pay(monkeypatch):
+    model = Transformer(ModelConfig(vocab_size=50, d_model=32, d_ff=64, n_heads=2, n_layers=1)).eval()
+    monkeypatch.setattr(linear_module, "_packed_rows", lambda layer: frozenset())
+    assert pack_for_inference(model) == 0 and model.output_layer is None
+    monkeypatch.setattr(linear_backend, "enabled", False)
+    assert pack_for_inference(model) == 0  # oneDNN routing off: nothing is measured or packed

@@ -28,6 +28,7 @@ from aiayn.decode.search import Hypothesis
 from aiayn.decode.stepper import decode_batch, source_limit
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_model_dir
+from aiayn.model.linear import pack_for_inference
 from aiayn.model.quantize import check_int8_device, is_int8, quantize_int8
 from aiayn.model.transformer import Transformer
 
@@ -102,6 +103,8 @@ class Translator:
         model, info = load_model_dir(model_dir, device)
         if int8:
             quantize_int8(model)
+        else:
+            pack_for_inference(model)  # weights reordered once for oneDNN, where that measures faster
         return cls(model, load_tokenizer(model_dir, info), info)
 
     @property

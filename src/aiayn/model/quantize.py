@@ -38,6 +38,7 @@ import torch
 from torch import Tensor, nn
 
 from aiayn.errors import AiaynError
+from aiayn.model.linear import PackedLinear
 
 PATH_ENV = "AIAYN_INT8_PATH"  # auto (default), vnni or no-vnni
 
@@ -142,7 +143,7 @@ def is_int8(model: nn.Module) -> bool:
 def quantize_int8(model: nn.Module, output_layer: bool = True, path: Int8Path | None = None) -> nn.Module:
     """Quantise `model` (a Transformer) for int8 inference, in place; returns it in eval mode.
 
-    Every `nn.Linear` becomes an `Int8Linear`; with `output_layer`, the pre-softmax linear
+    Every `nn.Linear` (or `PackedLinear`) becomes an `Int8Linear`; with `output_layer`, the pre-softmax linear
     transformation too (`Transformer.output_layer`). The model must be on the CPU. Quantising an
     already quantised model does nothing. `path` defaults to `choose_int8_path()`.
     """
@@ -154,7 +155,7 @@ def quantize_int8(model: nn.Module, output_layer: bool = True, path: Int8Path | 
     count = model.num_parameters()  # before the Linear weights stop being Parameters
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
-            if type(child) is nn.Linear:
+            if type(child) in (nn.Linear, PackedLinear):  # float32 layers, packed for oneDNN or not
                 setattr(module, name, Int8Linear(child.weight, child.bias, path))
     if output_layer and hasattr(model, "output_weight"):
         model.output_layer = Int8Linear(model.output_weight, model.output_bias, path)
