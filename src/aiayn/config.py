@@ -228,6 +228,27 @@ class DecodeConfig(_Serializable):
             raise ConfigError(f"n_best={self.n_best} must be between 1 and beam_size={self.beam_size}")
 
 
+@dataclass
+class SamplingConfig(_Serializable):
+    """Sampling instead of search (back-translation, diverse outputs): each next token is drawn
+    from the model's distribution divided by `temperature`, cut to the `top_k` most probable
+    tokens (0: all) and then to the smallest set holding `top_p` of the mass (Holtzman et al.,
+    2020), renormalised. `seed` makes the draws reproducible, whatever the batching."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature must be positive, got {self.temperature}")
+        if self.top_k < 0:
+            raise ConfigError(f"top_k must be 0 (all tokens) or more, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
 def _parse_value(raw: str, annotation: Any) -> Any:
     """Parse a command-line string into the type a dataclass field is annotated with."""
     if raw.lower() in ("none", "null"):

@@ -81,6 +81,45 @@ def _mask_step(logp: Tensor, step: int, max_lens: Tensor, eos_id: int, banned: T
     return logp
 
 
+class Prefixes:
+    """Target prefixes: the first tokens of sentence i's output are forced to `prefixes[i]`
+    (interactive translation, post-editing; fairseq's `prefix_tokens`, CTranslate2's
+    `target_prefix`). Every hypothesis continues the prefix, however improbable the model finds
+    it; its log P counts the prefix's tokens, as the model scores them."""
+
+    def __init__(self, prefixes: Sequence[Sequence[int]], eos_id: int, banned: Sequence[int]):
+        bad = set(banned) | {eos_id}
+        for i, p in enumerate(prefixes):
+            if bad & set(p):
+                raise ValueError(
+                    f"prefix {i + 1} holds a token a hypothesis may not contain: {sorted(bad & set(p))}"
+                )
+        self.lens = torch.tensor([len(p) for p in prefixes], dtype=torch.long)  # (n,) CPU
+        self.length = int(self.lens.max()) if len(prefixes) else 0
+        self.tokens = torch.full((len(prefixes), max(self.length, 1)), -1, dtype=torch.long)  # (n, P)
+        for i, p in enumerate(prefixes):
+            self.tokens[i, : len(p)] = torch.tensor(list(p), dtype=torch.long)
+
+    def room(self, max_lens: Tensor) -> Tensor:
+        """max_lens (n,) raised where a prefix is longer: the output holds at least the prefix."""
+        return torch.maximum(max_lens, self.lens)
+
+    def force(self, logp: Tensor, step: int, ids: Tensor) -> Tensor:
+        """logp (n', rows_per, vocab) of the live sentences `ids` (n',) (CPU): at `step` (from 1),
+        a sentence whose prefix is that long may only take its prefix token."""
+        if step > self.length:
+            return logp
+        token = self.tokens[ids, step - 1]  # (n',), -1 where the prefix has ended
+        rows = (token >= 0).nonzero()[:, 0]
+        if rows.numel() == 0:
+            return logp
+        rows, token = rows.to(logp.device), token[token >= 0].to(logp.device)
+        kept = logp[rows, :, token]  # (m, rows_per)
+        logp[rows] = -math.inf
+        logp[rows, :, token] = kept
+        return logp
+
+
 def greedy_search(
     stepper: Stepper,
     max_lens: Tensor,
@@ -90,12 +129,15 @@ def greedy_search(
     banned: Sequence[int] = (),
     alpha: float = 0.6,
     style: str = "gnmt",
+    prefixes: Prefixes | None = None,
     device: torch.device | str = "cpu",
 ) -> list[list[Hypothesis]]:
     """The most probable next token at every step. max_lens (n,) int on the CPU.
 
     Returns one hypothesis per sentence, scored as beam search would score it.
     """
+    if prefixes is not None:
+        max_lens = prefixes.room(max_lens)
     n = max_lens.numel()
     total = int(max_lens.max()) + 1 if n else 0
     banned_t = torch.tensor(sorted(banned), dtype=torch.long, device=device)
@@ -105,7 +147,8 @@ def greedy_search(
     tokens = torch.full((n,), start_id, dtype=torch.long, device=device)
     results: list[list[Hypothesis]] = [[] for _ in range(n)]
     for step in range(1, total + 1):
-        logp = _mask_step(stepper.step(tokens)[:, None], step, max_lens, eos_id, banned_t)[:, 0]
+        logp = _mask_step(stepper.step(tokens)[:, None], step, max_lens, eos_id, banned_t)
+        logp = (logp if prefixes is None else prefixes.force(logp, step, ids))[:, 0]  # (rows, vocab)
         best, tokens = logp.max(dim=-1)  # (rows,)
         seqs[:, step - 1] = tokens
         log_probs += best
@@ -236,12 +279,15 @@ def beam_search(
     alpha: float = 0.6,
     style: str = "gnmt",
     n_best: int = 1,
+    prefixes: Prefixes | None = None,
     device: torch.device | str = "cpu",
 ) -> list[list[Hypothesis]]:
     """Beam search for n sentences; the stepper holds n * beam_size rows. max_lens (n,) on the CPU.
 
     Returns for each sentence up to n_best hypotheses, best first.
     """
+    if prefixes is not None:
+        max_lens = prefixes.room(max_lens)
     if style not in STYLES:
         raise ValueError(f"length_penalty_style={style!r} is not one of {STYLES}")
     if not 1 <= n_best <= beam_size:
@@ -256,6 +302,8 @@ def beam_search(
     for step in range(1, int(max_lens.max()) + 2):
         logp = stepper.step(tokens)  # (n * k, vocab)
         logp = _mask_step(logp.view(-1, k, logp.size(-1)), step, beams.max_lens, eos_id, banned_t)
+        if prefixes is not None:
+            logp = prefixes.force(logp, step, beams.ids)
         beam, last = beams.advance(logp, step, eos_id, length_penalty(float(step), alpha, style))  # (n, k)
         done = beams.done(step, n_best, alpha, style)
         rows = beam + torch.arange(0, beam.numel(), k, device=beam.device)[:, None]  # flat row index
