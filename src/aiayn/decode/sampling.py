@@ -43,7 +43,8 @@ def row_keys(seed: int, texts: Tensor, samples: int) -> Tensor:
 
 def gumbel_noise(keys: Tensor, step: int, vocab: int) -> Tensor:
     """Independent Gumbel(0, 1) noise (rows, vocab) in float64 for rows with these keys (rows,)."""
-    x = _mix(_mix(keys[:, None] + ((step * 0x632BE59BD9B4E019) & _MASK)) + torch.arange(vocab, dtype=torch.long))
+    step_key = (step * 0x632BE59BD9B4E019) & _MASK
+    x = _mix(_mix(keys[:, None] + step_key) + torch.arange(vocab, dtype=torch.long))  # (rows, vocab)
     u = ((x >> 9).double() + 0.5) / 2.0**53  # (rows, vocab) uniform in (0, 1)
     return -torch.log(-torch.log(u))
 
