@@ -70,7 +70,7 @@ def test_translate_streams_stdin_to_stdout_in_a_subprocess(toy_model_dir, tmp_pa
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.split("\n")
     assert len(out) - 1 == len(lines) and out[5] == ""
-    assert "warning: <stdin>:7: 1501 tokens; only the first 1024 are translated" in proc.stderr
+    assert "warning: <stdin>:7: 1501 tokens, over the limit of 1024: translated in 2 parts" in proc.stderr
 
 
 def test_read_chunks_keeps_order_and_reports_bad_utf8():

@@ -10,7 +10,8 @@ One step, per sentence, from its k live hypotheses:
 1. candidates: the 2k best extensions overall (as plain beam search), each hypothesis's best next
    token, and each hypothesis's allowed constraint tokens (the next token of the phrase it is in,
    or the first token of every phrase it has not met);
-2. EOS candidates among the k best finish (only hypotheses that met everything may take EOS);
+2. every hypothesis that met everything may end: its EOS extension joins the sentence's pool of
+   finished outputs (which keeps the k best), whatever its rank among the candidates;
 3. the other candidates are grouped into banks by the number of constraint tokens met, and the k
    places are dealt round-robin from the bank with the most met to the one with the fewest, each
    bank giving its best remaining candidate: hypotheses that make progress on the constraints
@@ -114,6 +115,12 @@ class _ConstrainedBeams(_Beams):
             1, pos[:, :, None].expand(-1, -1, total)
         )
 
+    def _full(self) -> Tensor:
+        """A sentence with constraints stops only by the bound: its pool fills with every
+        hypothesis allowed to end, not with the k best candidates as in plain beam search."""
+        constrained = torch.tensor([bool(p) for p in self.phrases], device=self.fin_scores.device)
+        return super()._full() & ~constrained
+
     def block_eos(self, logp: Tensor, step: int, eos_id: int) -> None:
         """Hypotheses that have not met every phrase may not end, except at the length cap."""
         for i, states in enumerate(self.progress):
@@ -143,6 +150,29 @@ class _ConstrainedBeams(_Beams):
                 out[i][(b, t)] = s
         return out
 
+    def _finish_step(
+        self, cand: Tensor, top: Tensor, beam: Tensor, token: Tensor, step: int, eos_id: int, lp: float
+    ):
+        """EOS candidates join the pools: in a sentence without constraints those among the k best
+        (as `beam_search`); in one with constraints every hypothesis allowed to end does (its
+        EOS may rank below unfinished hypotheses that still owe phrases: the pool sorts them)."""
+        n, k = cand.shape[:2]
+        total = self.live_seqs.size(2)
+        constrained = torch.tensor([bool(p) for p in self.phrases], device=cand.device)  # (n,)
+        finishing = token.eq(eos_id) & top.isfinite() & ~constrained[:, None]
+        finishing[:, k:] = False
+        if bool(finishing.any()):
+            seqs = self.live_seqs.gather(1, beam[:, :, None].expand(-1, -1, total))  # (n, c, T)
+            seqs[:, :, step - 1] = token
+            self.finish(seqs, top, finishing, step, lp, torch.ones_like(finishing))
+        eos = cand[:, :, eos_id]  # (n, k): -inf where a hypothesis may not end yet
+        ending = eos.isfinite() & constrained[:, None]
+        if bool(ending.any()):
+            met = torch.tensor([[state.complete() for state in states] for states in self.progress])
+            seqs = self.live_seqs.clone()
+            seqs[:, :, step - 1] = eos_id
+            self.finish(seqs, eos, ending, step, lp, met.to(cand.device))
+
     def advance(self, logp: Tensor, step: int, eos_id: int, lp: float) -> tuple[Tensor, Tensor]:
         """As `_Beams.advance`, with the live places dealt by dynamic beam allocation."""
         n, k, vocab = logp.shape
@@ -150,14 +180,7 @@ class _ConstrainedBeams(_Beams):
         cand = self.live_scores[:, :, None] + logp  # (n, k, vocab)
         top, index = cand.view(n, k * vocab).topk(min(2 * k, k * vocab), dim=1)  # (n, c)
         beam, token = index // vocab, index % vocab
-        total = self.live_seqs.size(2)
-        seqs = self.live_seqs.gather(1, beam[:, :, None].expand(-1, -1, total))  # (n, c, T)
-        seqs[:, :, step - 1] = token
-        finishing = token.eq(eos_id) & top.isfinite()
-        finishing[:, k:] = False
-        if bool(finishing.any()):
-            met = [[self.progress[i][b].complete() for b in row] for i, row in enumerate(beam.tolist())]
-            self.finish(seqs, top, finishing, step, lp, torch.tensor(met, device=top.device))
+        self._finish_step(cand, top, beam, token, step, eos_id, lp)
         chosen_beam = torch.zeros(n, k, dtype=torch.long)
         chosen_token = torch.full((n, k), eos_id, dtype=torch.long)
         scores = torch.full((n, k), -math.inf)
@@ -177,7 +200,9 @@ class _ConstrainedBeams(_Beams):
         device = self.live_seqs.device
         self.live_scores = scores.to(device)
         chosen_beam, chosen_token = chosen_beam.to(device), chosen_token.to(device)
-        self.live_seqs = self.live_seqs.gather(1, chosen_beam[:, :, None].expand(-1, -1, total))
+        self.live_seqs = self.live_seqs.gather(
+            1, chosen_beam[:, :, None].expand(-1, -1, self.live_seqs.size(2))
+        )
         self.live_seqs[:, :, step - 1] = chosen_token
         return chosen_beam, chosen_token
 

@@ -241,11 +241,15 @@ class _Beams:
         self.live_seqs = seqs.gather(1, pos[:, :, None].expand(-1, -1, total))
         return beam.gather(1, pos), token.gather(1, pos)
 
+    def _full(self) -> Tensor:
+        """(n,) bool: the pool holds k finished hypotheses (gnmt: enough to stop, as fairseq)."""
+        return self.fin_scores[:, -1].isfinite()
+
     def done(self, step: int, n_best: int, alpha: float, style: str) -> Tensor:
         """(n,) bool on the CPU: which sentences can stop after `step` (see the module docstring)."""
         best_live = self.live_scores[:, 0]  # (n,) log P of the best live hypothesis
         k = self.fin_scores.size(1)
-        full = self.fin_scores[:, k - 1].isfinite()
+        full = self._full()
         if style == "gnmt":
             longest = self.max_lens.to(best_live.device, torch.float32) + 1.0
             bound = torch.maximum(

@@ -9,16 +9,22 @@ beam search and the per-sentence maximum output length a * |source| + b.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.config import DecodeConfig, ModelConfig
-from aiayn.decode.search import Hypothesis, beam_search, greedy_search
+from aiayn.config import DecodeConfig, ModelConfig, SamplingConfig
+from aiayn.decode.constrained import constrained_beam_search
+from aiayn.decode.ensemble import EnsembleStepper
+from aiayn.decode.sampling import row_keys, sample_search
+from aiayn.decode.search import Hypothesis, Prefixes, beam_search, greedy_search
 from aiayn.model.transformer import Transformer
 
 # Sinusoidal positions have no table, but attention cost and cache memory grow with length:
-# longer sources are truncated (with a warning, by the translator) and outputs capped.
+# longer texts are translated in parts (sentences; by the translator) and outputs capped.
 SOURCE_LIMIT = 1024
 
 
@@ -63,20 +69,56 @@ def banned_ids(config: ModelConfig) -> list[int]:
     return sorted({config.pad_id, config.bos_id, config.start_id} - {config.eos_id})
 
 
+@dataclass
+class Controls:
+    """What steers the search of one batch besides `DecodeConfig`, per sentence of the batch:
+    prefixes and constraints as target ids (None: none), and for sampling the texts' keys."""
+
+    prefixes: list[list[int]] | None = None
+    constraints: list[list[list[int]]] | None = None
+    sample: SamplingConfig | None = None
+    keys: list[int] | None = None  # a text's index in the caller's input: its samples' seed
+
+    def subset(self, index: list[int]) -> Controls:
+        pick = lambda xs: None if xs is None else [xs[i] for i in index]  # noqa: E731
+        return Controls(pick(self.prefixes), pick(self.constraints), self.sample, pick(self.keys))
+
+    def needed(self, n: int) -> Tensor:
+        """(n,) the fewest output tokens each sentence needs for its prefix or constraints."""
+        need = torch.zeros(n, dtype=torch.long)
+        for i in range(n):
+            if self.prefixes is not None:
+                need[i] = max(int(need[i]), len(self.prefixes[i]))
+            if self.constraints is not None:
+                need[i] = max(int(need[i]), sum(map(len, self.constraints[i])))
+        return need
+
+
 @torch.inference_mode()
-def decode_batch(model: Transformer, src: Tensor, options: DecodeConfig) -> list[list[Hypothesis]]:
+def decode_batch(
+    model: Transformer | Sequence[Transformer],
+    src: Tensor,
+    options: DecodeConfig,
+    controls: Controls | None = None,
+) -> list[list[Hypothesis]]:
     """Translate a batch of sources src (n, src_len) (pieces + EOS, right-padded with pad_id).
 
-    Greedy search when beam_size is 1 (the same result as beam search with one beam, faster),
-    beam search otherwise. Returns up to n_best hypotheses per sentence, best first.
+    `model` is one model or an ensemble (models sharing a vocabulary). Greedy search when beam_size
+    is 1 (the same result as beam search with one beam, faster), beam search otherwise; sampling
+    (n_best samples) or dynamically allocated beams (constraints) when `controls` ask for them.
+    Returns up to n_best hypotheses per sentence, best first.
     """
-    config = model.config
+    models = [model] if isinstance(model, Transformer) else list(model)
+    config, controls = models[0].config, controls or Controls()
     if src.size(0) == 0:
         return []
     src_lens = src.ne(config.pad_id).sum(dim=1).cpu()  # (n,)
-    max_lens = max_lengths(src_lens, config, options.max_len_a, options.max_len_b)
-    beam = options.beam_size
-    stepper = TransformerStepper(model, src, beam, int(max_lens.max()) + 1)
+    max_lens = torch.maximum(
+        max_lengths(src_lens, config, options.max_len_a, options.max_len_b), controls.needed(src.size(0))
+    )
+    rows = options.n_best if controls.sample is not None else options.beam_size
+    steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1) for m in models]
+    stepper = steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)
     common = dict(
         start_id=config.start_id,
         eos_id=config.eos_id,
@@ -85,6 +127,18 @@ def decode_batch(model: Transformer, src: Tensor, options: DecodeConfig) -> list
         style=options.length_penalty_style,
         device=src.device,
     )
-    if beam == 1:
-        return greedy_search(stepper, max_lens, **common)
-    return beam_search(stepper, max_lens, beam_size=beam, n_best=options.n_best, **common)
+    prefixes = (
+        None if controls.prefixes is None else Prefixes(controls.prefixes, config.eos_id, common["banned"])
+    )
+    if controls.sample is not None:
+        keys = row_keys(controls.sample.seed, torch.tensor(controls.keys or range(src.size(0))), rows)
+        return sample_search(
+            stepper, max_lens, keys, samples=rows, sampling=controls.sample, prefixes=prefixes, **common
+        )
+    if controls.constraints is not None and any(controls.constraints):
+        return constrained_beam_search(
+            stepper, max_lens, controls.constraints, beam_size=rows, n_best=options.n_best, **common
+        )
+    if rows == 1:
+        return greedy_search(stepper, max_lens, prefixes=prefixes, **common)
+    return beam_search(stepper, max_lens, beam_size=rows, n_best=options.n_best, prefixes=prefixes, **common)

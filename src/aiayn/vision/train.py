@@ -38,7 +38,7 @@ from aiayn.vision.plots import plot_vision_curves
 
 STATE_VERSION = 1
 RUN_CONFIG = "config.yaml"
-DEFAULT_EPOCHS = 20  # 90.5-91% test accuracy; 13 min on a 2-core AVX-512 EPYC, about 1 h on AVX2 only
+DEFAULT_EPOCHS = 20  # 90.5% test accuracy; about 14 min on a 2-core AVX-512 EPYC, 52 on AVX2 only
 
 
 @dataclass
