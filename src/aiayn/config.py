@@ -76,6 +76,8 @@ class ModelConfig(_Serializable):
     d_model: int = 512
     d_ff: int = 2048
     n_heads: int = 8
+    d_k: int | None = None  # query/key size per head; None: d_model / n_heads (3.2.2; Table 3 row B)
+    d_v: int | None = None  # value size per head; None: d_model / n_heads
     n_layers: int = 6
     n_decoder_layers: int | None = None  # None: as many as n_layers
     dropout: float = 0.1  # P_drop (5.4): embeddings + positions and every sublayer output
@@ -108,8 +110,14 @@ class ModelConfig(_Serializable):
 
     # -- derived values -------------------------------------------------------------------------
     @property
-    def d_k(self) -> int:
-        return self.d_model // self.n_heads
+    def key_dim(self) -> int:
+        """d_k as used: the field, or d_model / n_heads (the paper's choice, 3.2.2)."""
+        return self.d_model // self.n_heads if self.d_k is None else self.d_k
+
+    @property
+    def value_dim(self) -> int:
+        """d_v as used: the field, or d_model / n_heads."""
+        return self.d_model // self.n_heads if self.d_v is None else self.d_v
 
     @property
     def shared_vocab(self) -> bool:
@@ -135,9 +143,13 @@ class ModelConfig(_Serializable):
         for name in ("vocab_size", "d_model", "d_ff", "n_heads", "n_layers", "max_positions"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.d_model % self.n_heads:
+        for name in ("d_k", "d_v"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive or null, got {getattr(self, name)}")
+        if (self.d_k is None or self.d_v is None) and self.d_model % self.n_heads:
             raise ConfigError(
-                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads} (d_k = d_model / n_heads)"
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads} "
+                "(d_k and d_v default to d_model / n_heads; set both to choose them)"
             )
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:

@@ -107,10 +107,10 @@ def test_marian_tokenizer_reads_the_export(tmp_path, spm_model):
 
 
 def test_inexpressible_models_are_refused(tmp_path, spm_model, capsys):
-    random_model(tmp_path, spm_model, norm_first=True, positions="learned", layer_norm_eps=1e-6)
+    random_model(tmp_path, spm_model, norm_first=True, positions="learned", layer_norm_eps=1e-6, d_k=4)
     with pytest.raises(AiaynError) as err:
         export_hf(tmp_path / "model", tmp_path / "hf")
-    for part in ("pre-norm", "final LayerNorm", "learned positions", "layer_norm_eps=1e-06"):
+    for part in ("pre-norm", "final LayerNorm", "learned positions", "layer_norm_eps=1e-06", "d_k=4, d_v=8"):
         assert part in str(err.value)
     assert main(["export-hf", str(tmp_path / "model"), str(tmp_path / "hf")]) == 2
     assert "Marian cannot express" in capsys.readouterr().err

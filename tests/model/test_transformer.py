@@ -26,6 +26,7 @@ VARIANTS = [
     {"sinusoid_layout": "concat", "activation": "swish", "final_logits_bias": True},
     {"tie_embeddings": "none", "src_vocab_size": 30, "activation": "gelu"},
     {"tie_embeddings": "decoder", "n_decoder_layers": 3, "decoder_start_id": PAD_ID},
+    {"d_k": 4, "d_v": 12},  # Table 3 row (B) changes d_k alone; the cache and cross-attention follow
 ]
 
 
@@ -188,6 +189,15 @@ def test_initialisation_is_xavier_uniform_per_projection():
     bound = (6 / (256 + 256)) ** 0.5
     assert w.abs().max() <= bound and w.abs().max() > 0.95 * bound
     assert model.encoder.layers[0].self_attn.qkv_proj.bias.abs().max() == 0
+
+
+def test_unequal_head_sizes_initialise_each_projection_on_its_own():
+    model = Transformer(ModelConfig.preset("tiny", vocab_size=100, d_k=16))  # Q, K: (64, 256); V: (256, 256)
+    parts = model.decoder.layers[0].self_attn.qkv_proj.weight.split([64, 64, 256])
+    parts += model.decoder.layers[0].cross_attn.kv_proj.weight.split([64, 256])
+    for w in parts:
+        bound = (6 / sum(w.shape)) ** 0.5
+        assert w.abs().max() <= bound and w.abs().max() > 0.9 * bound
 
 
 def test_a_tiny_model_learns_to_reverse_sequences():

@@ -393,7 +393,7 @@ COMMANDS.append(_add_plot)
 
 
 def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
-    from aiayn.cli import doctor, interop, serve, vision
+    from aiayn.cli import doctor, interop, serve, variations, vision
 
     return [
         serve.add_serve,
@@ -403,6 +403,7 @@ def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
         interop.add_import_marian,
         interop.add_export_hf,
         doctor.add_doctor,
+        variations.add_variations,
     ]
 
 

@@ -7,7 +7,8 @@ any tying, any special ids. The paper's interleaved sin/cos encoding (3.5) is no
 without changing the function (`weights.permute_model_dim`), so those export exactly too.
 
 What Marian cannot express, and export refuses: pre-norm layers (norm_first), final-layer norms,
-learned positions, and a LayerNorm eps other than 1e-5.
+learned positions, a LayerNorm eps other than 1e-5, and head sizes d_k, d_v other than
+d_model / n_heads.
 
 The result loads with `MarianMTModel.from_pretrained(OUT_DIR)` and `MarianTokenizer.from_pretrained(
 OUT_DIR)`, and converts for CTranslate2 with `ct2-transformers-converter --model OUT_DIR
@@ -43,6 +44,11 @@ def marian_incompatibilities(config: ModelConfig) -> list[str]:
         problems.append(f"{config.positions} positions (Marian's are sinusoidal)")
     if config.layer_norm_eps != 1e-5:
         problems.append(f"layer_norm_eps={config.layer_norm_eps} (Marian's is 1e-5)")
+    width = config.d_model // config.n_heads  # Marian's head size
+    if config.d_model % config.n_heads or (config.key_dim, config.value_dim) != (width, width):
+        problems.append(
+            f"d_k={config.key_dim}, d_v={config.value_dim} per head (Marian's are d_model / n_heads)"
+        )
     return problems
 
 

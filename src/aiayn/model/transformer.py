@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.config import ModelConfig
-from aiayn.model.attention import KVCache
+from aiayn.model.attention import KVCache, MultiHeadAttention
 from aiayn.model.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding
 from aiayn.model.layers import DecoderLayer, EncoderLayer
 from aiayn.model.linear import linear
@@ -75,7 +75,8 @@ class DecoderState:
     """What incremental decoding carries between steps, for a batch of (sentence x beam) rows.
 
     self_kv: one KVCache per layer; cross_kv: per layer the encoder's keys and values
-    (batch, heads, src_len, d_k), computed once; memory_mask (batch, 1, 1, src_len) or None.
+    ((batch, heads, src_len, d_k), (batch, heads, src_len, d_v)), computed once; memory_mask
+    (batch, 1, 1, src_len) or None.
     """
 
     self_kv: list[KVCache]
@@ -134,11 +135,16 @@ class Transformer(nn.Module):
 
     def _init_projections(self) -> None:
         """Xavier-uniform for every projection, each of Q, K, V on its own; zero biases."""
-        for name, module in self.named_modules():
+        fused = {
+            id(linear): sizes
+            for module in self.modules()
+            if isinstance(module, MultiHeadAttention)
+            for linear, sizes in module.projections()
+        }
+        for module in self.modules():
             if isinstance(module, nn.Linear):
-                parts = 3 if name.endswith("qkv_proj") else 2 if name.endswith("kv_proj") else 1
-                for chunk in module.weight.data.chunk(parts, dim=0):
-                    nn.init.xavier_uniform_(chunk)
+                for part in module.weight.data.split(fused.get(id(module), module.out_features), dim=0):
+                    nn.init.xavier_uniform_(part)
                 nn.init.zeros_(module.bias)
 
     # -- pieces ---------------------------------------------------------------------------------
@@ -220,7 +226,8 @@ class Transformer(nn.Module):
         c = self.config
         rows = memory.size(0) * beam
         caches = [
-            KVCache(rows, c.n_heads, max_len, c.d_k, memory.dtype, memory.device) for _ in self.decoder.layers
+            KVCache(rows, c.n_heads, max_len, c.key_dim, memory.dtype, memory.device, c.value_dim)
+            for _ in self.decoder.layers
         ]
         cross = [
             tuple(
@@ -228,7 +235,7 @@ class Transformer(nn.Module):
                 for t in layer.cross_attn.project_kv(memory)
             )
             for layer in self.decoder.layers
-        ]  # per layer (n * beam, heads, src_len, d_k) keys and values
+        ]  # per layer keys (n * beam, heads, src_len, d_k) and values (..., d_v)
         if memory_mask is not None and beam > 1:
             memory_mask = memory_mask.repeat_interleave(beam, dim=0)  # (n * beam, 1, 1, src_len)
         return DecoderState(caches, cross, memory_mask)
