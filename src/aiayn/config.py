@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from aiayn.errors import AiaynError
+from aiayn.safe_io import atomic_write_text
 
 FORMAT_VERSION = 1
 
@@ -57,11 +58,16 @@ class _Serializable:
         return cls(**data)
 
     def to_yaml(self, path: str | Path) -> None:
-        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        """Write atomically (temporary file, fsync, rename): a crash leaves the old file whole."""
+        atomic_write_text(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
 
     @classmethod
     def from_yaml(cls, path: str | Path):
-        return cls.from_dict(yaml.safe_load(Path(path).read_text()) or {})
+        """Read a YAML mapping; an empty file is an error, never silently the defaults."""
+        data = yaml.safe_load(Path(path).read_text())
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a YAML mapping of settings, found {type(data).__name__}")
+        return cls.from_dict(data)
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
@@ -71,6 +73,17 @@ def test_bad_arguments(translator):
         translator.translate(["el"], beam_size=2, n_best=3)
     with pytest.raises(AiaynError, match="unknown tokenizer"):
         load_tokenizer("somewhere", {"tokenizer": {"type": "wordpiece"}})
+
+
+def test_tokenizer_files_are_read_from_the_model_directory_only(toy_model_dir, tmp_path):
+    elsewhere = tmp_path / "elsewhere.model"
+    shutil.copyfile(toy_model_dir / "spm.model", elsewhere)
+    for name in (str(elsewhere), "../elsewhere.model", f"../{toy_model_dir.name}/spm.model"):
+        with pytest.raises(AiaynError, match=r"config.json: tokenizer.model: .* is not a plain file name"):
+            load_tokenizer(toy_model_dir, {"tokenizer": {"type": "sentencepiece", "model": name}})
+    settings = {"type": "marian", "source": "spm.model", "target": "spm.model", "vocab": str(elsewhere)}
+    with pytest.raises(AiaynError, match=r"config.json: tokenizer.vocab: .* is not a plain file name"):
+        load_tokenizer(toy_model_dir, {"tokenizer": settings})
 
 
 @pytest.mark.parametrize("beam", [1, 4])

@@ -3,6 +3,8 @@ included, through the model-dimension permutation), and MarianTokenizer reproduc
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from marian_helpers import SOURCE_WORDS, TARGET_WORDS, quiet_sacremoses, synthetic_text
@@ -114,3 +116,26 @@ def test_inexpressible_models_are_refused(tmp_path, spm_model, capsys):
         assert part in str(err.value)
     assert main(["export-hf", str(tmp_path / "model"), str(tmp_path / "hf")]) == 2
     assert "Marian cannot express" in capsys.readouterr().err
+
+
+def test_file_names_in_config_json_stay_inside_the_model_directory(tmp_path, spm_model, capsys):
+    """A model directory from someone else cannot make export-hf copy a file of yours into its output."""
+    random_model(tmp_path, spm_model)
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("PRIVATE KEY")
+    config_path = tmp_path / "model" / "config.json"
+    data = json.loads(config_path.read_text())
+    for tokenizer in (
+        {"type": "marian", "source": "spm.model", "target": "spm.model", "vocab": str(secret)},
+        {"type": "sentencepiece", "model": "../id_ed25519"},
+    ):
+        config_path.write_text(json.dumps(data | {"tokenizer": tokenizer}))
+        assert main(["export-hf", str(tmp_path / "model"), str(tmp_path / "hf")]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "is not a plain file name" in err
+    (tmp_path / "model" / "spm.model").unlink()
+    (tmp_path / "model" / "spm.model").symlink_to(secret)
+    config_path.write_text(json.dumps(data))
+    with pytest.raises(AiaynError, match="'spm.model' is a link that leads outside"):
+        export_hf(tmp_path / "model", tmp_path / "hf")
+    assert not any("PRIVATE KEY" in p.read_text(errors="replace") for p in (tmp_path / "hf").iterdir())

@@ -9,7 +9,8 @@ empty line. With n_best > 1 each input line gives up to n_best rows of tab-separ
 
 LINE is the 1-based input line number, RANK 1 is the best hypothesis, SCORE is log P / lp (the
 ranking score of section 6.1) and LOG_PROB is log P(translation + EOS | source). Tabs and newlines
-inside a translation are written as spaces.
+inside a translation are written as spaces. A line of more than `safe_io.MAX_LINE_BYTES` (a binary or
+a CR-only file has no "\\n") stops the stream with an error naming it, instead of being read whole.
 """
 
 from __future__ import annotations
@@ -17,31 +18,34 @@ from __future__ import annotations
 import functools
 import queue
 import threading
-from collections.abc import Iterable, Iterator
-from typing import IO, Any
+from collections.abc import Iterator
+from typing import IO, Any, BinaryIO
 
 from aiayn.decode.align import pharaoh
 from aiayn.decode.translator import Translation, Translator
 from aiayn.errors import AiaynError
+from aiayn.safe_io import capped_lines
 
 _END = object()
 
 
-def _reader(lines: Iterable[bytes], name: str, out: queue.Queue) -> None:
+def _reader(lines: BinaryIO, name: str, out: queue.Queue) -> None:
     """Decode each line (UTF-8) onto `out`; then _END, or an AiaynError naming the bad line."""
     try:
-        for number, raw in enumerate(lines, start=1):
+        for number, raw in enumerate(capped_lines(lines, name), start=1):
             try:
                 out.put(raw.decode("utf-8").rstrip("\r\n"))
             except UnicodeDecodeError:
                 out.put(AiaynError(f"{name}:{number}: invalid UTF-8"))
                 return
         out.put(_END)
+    except AiaynError as err:  # an over-long line
+        out.put(err)
     except OSError as err:
         out.put(AiaynError(f"{name}: cannot read: {err}"))
 
 
-def read_chunks(lines: Iterable[bytes], name: str = "<stdin>", max_lines: int = 1000) -> Iterator[list[str]]:
+def read_chunks(lines: BinaryIO, name: str = "<stdin>", max_lines: int = 1000) -> Iterator[list[str]]:
     """Chunks of decoded lines: wait for one line, then take what is already there (<= max_lines)."""
     pending: queue.Queue = queue.Queue(maxsize=2 * max_lines)
     threading.Thread(target=_reader, args=(lines, name, pending), daemon=True).start()
@@ -100,7 +104,7 @@ def read_lines(path: str) -> list[str]:
         raise AiaynError(f"{path}: no such file") from None
 
 
-def read_document(lines: Iterable[bytes], name: str) -> str:
+def read_document(lines: BinaryIO, name: str) -> str:
     """The whole input as one text (`aiayn translate --document`)."""
     return "".join(line + "\n" for chunk in read_chunks(lines, name) for line in chunk)
 
@@ -123,7 +127,7 @@ def _per_line(values: list | None, start: int, count: int, what: str, name: str)
 
 def translate_stream(
     translator: Translator,
-    lines: Iterable[bytes],
+    lines: BinaryIO,
     out: IO[str],
     warn: IO[str],
     name: str = "<stdin>",

@@ -42,6 +42,7 @@ from aiayn.model.io import load_model_dir
 from aiayn.model.linear import pack_for_inference
 from aiayn.model.quantize import check_int8_device, is_int8, quantize_int8
 from aiayn.model.transformer import Transformer
+from aiayn.safe_io import resolve_inside
 
 ProgressHook = Callable[[int], None]  # called with the number of sentences just translated
 
@@ -64,7 +65,8 @@ def load_tokenizer(model_dir: str | Path, info: dict[str, Any]) -> Any:
     if kind == "sentencepiece":
         from aiayn.data.tokenizer import Tokenizer
 
-        return Tokenizer.load(Path(model_dir) / settings.get("model", "spm.model"))
+        where = f"{Path(model_dir) / 'config.json'}: tokenizer.model"
+        return Tokenizer.load(resolve_inside(model_dir, settings.get("model", "spm.model"), where))
     if kind == "marian":
         from aiayn.interop.marian_tokenizer import MarianVocabTokenizer
 

@@ -31,6 +31,7 @@ from aiayn.errors import AiaynError
 from aiayn.interop.marian_import import TARGET_VOCAB_FILE, TOKENIZER_FILES
 from aiayn.interop.weights import aiayn_to_marian, concat_permutation, permute_model_dim
 from aiayn.model.io import load_model_dir
+from aiayn.safe_io import resolve_inside
 
 
 def marian_incompatibilities(config: ModelConfig) -> list[str]:
@@ -106,13 +107,15 @@ def _export_marian_tokenizer(model_dir: Path, settings: dict[str, Any], out: Pat
     names = dict(TOKENIZER_FILES, target_vocab=TARGET_VOCAB_FILE)
     for key, name in names.items():
         if settings.get(key):
-            shutil.copyfile(model_dir / settings[key], out / name)
+            source = resolve_inside(model_dir, settings[key], f"{model_dir / 'config.json'}: tokenizer.{key}")
+            shutil.copyfile(source, out / name)
     return {"separate_vocabs": bool(settings.get("target_vocab"))}
 
 
 def _export_sentencepiece(model_dir: Path, settings: dict[str, Any], config: ModelConfig, out: Path) -> dict:
     """aiayn's one SentencePiece model -> source.spm = target.spm and vocab.json of aiayn's own ids."""
-    path = model_dir / settings.get("model", "spm.model")
+    where = f"{model_dir / 'config.json'}: tokenizer.model"
+    path = resolve_inside(model_dir, settings.get("model", "spm.model"), where)
     if not path.is_file():
         raise AiaynError(f"{path}: SentencePiece model not found")
     sp = spm.SentencePieceProcessor(model_file=str(path))

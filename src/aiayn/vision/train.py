@@ -25,6 +25,7 @@ import yaml
 
 from aiayn.config import ConfigError, _check_choice, _Serializable
 from aiayn.errors import AiaynError
+from aiayn.safe_io import atomic_write_text
 from aiayn.train import checkpoint, eta
 from aiayn.train.loss import label_smoothed_nll
 from aiayn.train.metrics import MetricsLog, Progress
@@ -142,7 +143,8 @@ def write_run_config(run_dir: Path, model: VisionConfig, t: VisionTrainConfig) -
                 f"{path}: the run's checkpoints were made with another model config; use a new --out"
             )
     run_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"vision": model.to_dict(), "train": t.to_dict()}, sort_keys=False))
+    text = yaml.safe_dump({"vision": model.to_dict(), "train": t.to_dict()}, sort_keys=False)
+    atomic_write_text(path, text)
 
 
 class VisionTrainer:
