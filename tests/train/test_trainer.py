@@ -185,3 +185,18 @@ def test_init_from_rejects_another_vocabulary(data_dir, tmp_path):
     other = save_model_dir(Transformer(config), tmp_path / "other")
     with pytest.raises(AiaynError, match="vocabulary has"):
         train(data_dir, tmp_path / "run", tiny_config(max_steps=0), init_from=other, progress=False)
+
+
+def test_init_from_keeps_the_decoder_start(data_dir, tmp_path):
+    """A model whose decoder starts from a learned <s> (aiayn's before issue 21) is not fine-tuned as
+    one that starts from a zero vector, which would change its function; the message says what to set."""
+    from aiayn.model.io import save_model_dir
+
+    run = tiny_config(max_steps=0)
+    config = run.model.replace(vocab_size=_vocab(data_dir), decoder_start_id=None)
+    learned = save_model_dir(Transformer(config), tmp_path / "learned")
+    message = "starts from id 2, this run.s from 0; add --set decoder_start_id=null"
+    with pytest.raises(AiaynError, match=message):
+        train(data_dir, tmp_path / "run", run, init_from=learned, progress=False)
+    same = run.replace(model=run.model.replace(decoder_start_id=None))
+    train(data_dir, tmp_path / "same", same, init_from=learned, progress=False)
