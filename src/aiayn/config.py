@@ -97,7 +97,7 @@ class ModelConfig(_Serializable):
     eos_id: int = EOS_ID
     # The decoder's first input. pad_id: a zero vector (the <pad> row is held at zero), as in
     # tensor2tensor and Marian, and what CTranslate2 and every OPUS-MT tool assume; None: bos_id,
-    # a learned <s> embedding (aiayn's models before issue 21, fairseq).
+    # a learned <s> embedding (fairseq's way, and aiayn's models trained before the zero start).
     decoder_start_id: int | None = PAD_ID
 
     def __post_init__(self) -> None:

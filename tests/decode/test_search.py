@@ -67,7 +67,7 @@ def exhaustive(
     return sorted(finished, key=lambda x: -x[0])
 
 
-@pytest.mark.parametrize("style", ["gnmt", "len"])
+@pytest.mark.parametrize("style", ["gnmt", "len", "fairseq"])
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
 def test_wide_beam_finds_the_exhaustive_optimum(style, alpha):
     vocab, max_len = 7, 4  # 4 real tokens + EOS: 4^4 = 256 live prefixes at most

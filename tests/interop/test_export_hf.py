@@ -157,3 +157,20 @@ def test_inexpressible_models_are_refused(tmp_path, spm_model, capsys):
         assert part in str(err.value)
     assert main(["export-hf", str(tmp_path / "model"), str(tmp_path / "hf")]) == 2
     assert "Marian cannot express" in capsys.readouterr().err
+
+
+def test_export_says_where_other_tools_would_translate_differently(tmp_path, spm_model, capsys):
+    """CTranslate2 and Marian start the decoder from a zero vector: the export says when the model
+    does not (a learned <s> start, or a <pad> start whose row is not zero); Transformers is exact."""
+    model = random_model(tmp_path, spm_model)
+    messages = []
+    export_hf(tmp_path / "model", tmp_path / "hf", warn=messages.append)
+    assert messages == []
+    with torch.no_grad():
+        model.tgt_embed.weight[model.config.pad_id] = 1.0
+    save_model_dir(model, tmp_path / "model", spm_model.path)
+    export_hf(tmp_path / "model", tmp_path / "hf", warn=messages.append)
+    assert len(messages) == 1 and "row the decoder starts from is not zero" in messages[0]
+    random_model(tmp_path, spm_model, decoder_start_id=None)
+    assert main(["export-hf", str(tmp_path / "model"), str(tmp_path / "hf")]) == 0
+    assert "aiayn export-hf: warning:" in capsys.readouterr().err

@@ -74,7 +74,8 @@ def test_accumulated_update_equals_one_big_batch(data_dir, tmp_path):
     model = Transformer(result_config.model)
     ds = TokenDataset(data_dir, "train")
     sampler = TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, cfg.train.max_tokens, seed=cfg.train.seed)
-    batches = [collate(ds, idx) for idx in sampler.batches(0)[:2]]
+    start = (cfg.model.pad_id, cfg.model.start_id)  # the decoder starts from <pad>, as the trainer's
+    batches = [collate(ds, idx, *start) for idx in sampler.batches(0)[:2]]
     total = sum(b.n_tgt_tokens for b in batches)
     loss = sum(label_smoothed_nll(model(b.src, b.tgt_in), b.tgt_out, 0.1, 0)[0] for b in batches) / total
     loss.backward()

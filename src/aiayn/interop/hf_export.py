@@ -38,6 +38,7 @@ from aiayn.interop.marian_tokenizer import read_vocab
 from aiayn.interop.opus_layout import OpusLayout
 from aiayn.interop.weights import aiayn_to_marian, concat_permutation, permute_model_dim
 from aiayn.model.io import load_model_dir
+from aiayn.model.transformer import Transformer
 
 
 def marian_incompatibilities(config: ModelConfig) -> list[str]:
@@ -126,7 +127,7 @@ def _export_sentencepiece(
     return {name: sp.id_to_piece(i) for name, i in special.items()}
 
 
-def zero_start_warning(model: Any) -> str | None:
+def zero_start_warning(model: Transformer) -> str | None:
     """Why CTranslate2 and Marian, which start the decoder from a zero vector, would differ; None if not."""
     config = model.config
     if not config.zero_start:
