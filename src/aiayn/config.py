@@ -103,7 +103,10 @@ class ModelConfig(_Serializable):
     unk_id: int = UNK_ID
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
-    decoder_start_id: int | None = None  # None: bos_id (Marian starts from pad)
+    # The decoder's first input. pad_id: a zero vector (the <pad> row is held at zero), as in
+    # tensor2tensor and Marian, and what CTranslate2 and every OPUS-MT tool assume; None: bos_id,
+    # a learned <s> embedding (fairseq's way, and aiayn's models trained before the zero start).
+    decoder_start_id: int | None = PAD_ID
 
     def __post_init__(self) -> None:
         self.validate()
@@ -144,6 +147,11 @@ class ModelConfig(_Serializable):
     @property
     def start_id(self) -> int:
         return self.bos_id if self.decoder_start_id is None else self.decoder_start_id
+
+    @property
+    def zero_start(self) -> bool:
+        """The decoder starts from <pad>, whose target embedding is zero (Marian's convention)."""
+        return self.start_id == self.pad_id
 
     def validate(self) -> None:
         for name in ("vocab_size", "d_model", "d_ff", "n_heads", "n_layers", "max_positions"):
@@ -232,14 +240,14 @@ class DecodeConfig(_Serializable):
 
     beam_size: int = 4
     alpha: float = 0.6
-    length_penalty_style: str = "gnmt"  # gnmt: ((5+|Y|)/6)^alpha; len: |Y|^alpha (fairseq/HF)
+    length_penalty_style: str = "gnmt"  # gnmt: ((5+|Y|)/6)^alpha; len (HF), fairseq (CTranslate2): |Y|^alpha
     max_len_a: float = 1.0
     max_len_b: int = 50
     n_best: int = 1
     batch_tokens: int = 4096  # source tokens per decoding batch
 
     def __post_init__(self) -> None:
-        _check_choice("length_penalty_style", self.length_penalty_style, ("gnmt", "len"))
+        _check_choice("length_penalty_style", self.length_penalty_style, ("gnmt", "len", "fairseq"))
         if self.beam_size < 1:
             raise ConfigError(f"beam_size must be at least 1, got {self.beam_size}")
         if not 1 <= self.n_best <= self.beam_size:

@@ -13,7 +13,7 @@ from torch import Tensor
 from aiayn.decode.search import beam_search, greedy_search, length_penalty
 
 
-@pytest.mark.parametrize("style", ["gnmt", "len"])
+@pytest.mark.parametrize("style", ["gnmt", "len", "fairseq"])
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
 def test_wide_beam_finds_the_exhaustive_optimum(style, alpha):
     vocab, max_len = 7, 4  # 4 real tokens + EOS: 4^4 = 256 live prefixes at most

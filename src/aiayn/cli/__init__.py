@@ -215,9 +215,10 @@ def _add_search_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent (paper: 0.6)")
     p.add_argument(
         "--length-penalty-style",
-        choices=["gnmt", "len"],
+        choices=["gnmt", "len", "fairseq"],
         default="gnmt",
-        help="gnmt: ((5+|Y|)/6)^alpha (paper); len: |Y|^alpha (fairseq, HF)",
+        help="gnmt: ((5+|Y|)/6)^alpha (paper); len: |Y|^alpha as HF generate; fairseq: |Y|^alpha, "
+        "stopping once beam-size hypotheses end (fairseq, CTranslate2)",
     )
     p.add_argument("--max-len-a", type=float, default=1.0, help="output at most a*|source|+b tokens")
     p.add_argument("--max-len-b", type=int, default=50, help="see --max-len-a")

@@ -7,8 +7,9 @@ row `i * beam_size + j` is hypothesis j of sentence i.
 
 Beam search as the paper (6.1, after GNMT and tensor2tensor): beam size 4, hypotheses ranked by
 log P(Y|X) / lp(Y) with lp(Y) = ((5 + |Y|) / 6)^alpha, alpha = 0.6 (`style="gnmt"`), or
-lp(Y) = |Y|^alpha (`style="len"`, fairseq / HF transformers). |Y| counts the generated tokens
-including the final EOS (as tensor2tensor, GNMT and HF `generate`).
+lp(Y) = |Y|^alpha (`style="len"`: HF transformers; `style="fairseq"`: fairseq and CTranslate2,
+which stop earlier). |Y| counts the generated tokens including the final EOS (as tensor2tensor,
+GNMT, HF `generate` and fairseq; CTranslate2 only with return_end_token=True).
 
 One step: the 2k best continuations (log P summed over the prefix) of each sentence's k live
 hypotheses come from one top-k over (k * vocab); those among the first k that end in EOS join the
@@ -20,6 +21,8 @@ A sentence stops when
   is exactly greedy search.
 - "len": its pool holds k hypotheses and best live log P / (current length)^alpha does not beat
   the worst finished one: HF `generate(num_beams=k, length_penalty=alpha)` (early_stopping=False).
+- "fairseq": as "gnmt" with lp = |Y|^alpha: fairseq's beam search, CTranslate2's (patience 1),
+  and HF's with early_stopping=True.
 Finished sentences leave the batch (`Stepper.select`). A sentence whose hypotheses reach
 `max_lens[i]` tokens gets EOS forced at the next step, so every output has at most max_lens[i]
 tokens before its EOS (fairseq's convention; HF's max_length = this + 2, start token and EOS).
@@ -35,7 +38,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-STYLES = ("gnmt", "len")
+STYLES = ("gnmt", "len", "fairseq")
 
 
 class Stepper(Protocol):
@@ -61,10 +64,10 @@ class Hypothesis:
 
 
 def length_penalty(length: float | Tensor, alpha: float, style: str = "gnmt") -> float | Tensor:
-    """lp(Y): GNMT's ((5 + |Y|) / 6)^alpha, or |Y|^alpha for style "len"."""
+    """lp(Y): GNMT's ((5 + |Y|) / 6)^alpha, or |Y|^alpha for styles "len" and "fairseq"."""
     if style == "gnmt":
         return ((5.0 + length) / 6.0) ** alpha
-    if style == "len":
+    if style in ("len", "fairseq"):
         return length**alpha
     raise ValueError(f"length_penalty_style={style!r} is not one of {STYLES}")
 
@@ -250,7 +253,7 @@ class _Beams:
         best_live = self.live_scores[:, 0]  # (n,) log P of the best live hypothesis
         k = self.fin_scores.size(1)
         full = self._full()
-        if style == "gnmt":
+        if style in ("gnmt", "fairseq"):
             longest = self.max_lens.to(best_live.device, torch.float32) + 1.0
             bound = torch.maximum(
                 best_live / length_penalty(float(step + 1), alpha, style),

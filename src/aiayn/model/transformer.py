@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from aiayn.config import ModelConfig
 from aiayn.model.attention import KVCache, MultiHeadAttention
-from aiayn.model.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding
+from aiayn.model.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, hold_row_at_zero
 from aiayn.model.layers import DecoderLayer, EncoderLayer
 from aiayn.model.linear import linear
 
@@ -102,7 +102,11 @@ class DecoderState:
 
 
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer with the paper's shared embeddings (3.4) and defaults (Table 3)."""
+    """Encoder-decoder Transformer with the paper's shared embeddings (3.4) and defaults (Table 3).
+
+    When the decoder starts from <pad> (the default), the <pad> row of the target embedding is held
+    at zero, so the first decoder input is the position encoding alone (tensor2tensor, Marian).
+    """
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -121,6 +125,8 @@ class Transformer(nn.Module):
         else:
             self.output_weight = self.tgt_embed.weight
         self.output_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.final_logits_bias else None
+        if config.zero_start:
+            hold_row_at_zero(self.tgt_embed.weight, config.pad_id)
         # Set by int8 quantisation (aiayn.model.quantize): an int8 pre-softmax layer used instead
         # of the float32 matmul, and the parameter count before the Linear weights became int8.
         self.output_layer: nn.Module | None = None

@@ -105,7 +105,8 @@ def load_init_weights(model: Transformer, model_dir: str | Path, data_dir: Path)
     """`--init-from`: copy an existing model directory's weights into `model` (fine-tuning).
 
     The vocabulary must be the data's (same size and, if the model directory has one, the same
-    SentencePiece model) and every weight must have the shape the run's config gives it.
+    SentencePiece model), the decoder must start from the same token (see ModelConfig's
+    decoder_start_id) and every weight must have the shape the run's config gives it.
     """
     model_dir = Path(model_dir)
     config, _ = read_config(model_dir)
@@ -113,6 +114,12 @@ def load_init_weights(model: Transformer, model_dir: str | Path, data_dir: Path)
         raise AiaynError(
             f"--init-from {model_dir}: its vocabulary has {config.vocab_size} pieces but "
             f"{data_dir / SPM_FILE} has {model.config.vocab_size}; prepare the data with its spm.model"
+        )
+    if config.start_id != model.config.start_id:
+        value = "null" if config.decoder_start_id is None else config.decoder_start_id
+        raise AiaynError(
+            f"--init-from {model_dir}: its decoder starts from id {config.start_id}, this run's from "
+            f"{model.config.start_id}; add --set decoder_start_id={value} to fine-tune it as it is"
         )
     spm = model_dir / SPM_FILE
     if spm.is_file() and not filecmp.cmp(spm, data_dir / SPM_FILE, shallow=False):
