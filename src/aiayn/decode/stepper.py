@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from aiayn.config import DecodeConfig, ModelConfig
-from aiayn.decode.search import Hypothesis, beam_search, greedy_search
+from aiayn.decode.search import Hypothesis, StopHook, beam_search, greedy_search
 from aiayn.model.transformer import Transformer
 
 # Sinusoidal positions have no table, but attention cost and cache memory grow with length:
@@ -64,11 +64,14 @@ def banned_ids(config: ModelConfig) -> list[int]:
 
 
 @torch.inference_mode()
-def decode_batch(model: Transformer, src: Tensor, options: DecodeConfig) -> list[list[Hypothesis]]:
+def decode_batch(
+    model: Transformer, src: Tensor, options: DecodeConfig, should_stop: StopHook | None = None
+) -> list[list[Hypothesis]]:
     """Translate a batch of sources src (n, src_len) (pieces + EOS, right-padded with pad_id).
 
     Greedy search when beam_size is 1 (the same result as beam search with one beam, faster),
     beam search otherwise. Returns up to n_best hypotheses per sentence, best first.
+    `should_stop`: asked before every step (aiayn.decode.search.SearchStopped when it says so).
     """
     config = model.config
     if src.size(0) == 0:
@@ -84,6 +87,7 @@ def decode_batch(model: Transformer, src: Tensor, options: DecodeConfig) -> list
         alpha=options.alpha,
         style=options.length_penalty_style,
         device=src.device,
+        should_stop=should_stop,
     )
     if beam == 1:
         return greedy_search(stepper, max_lens, **common)

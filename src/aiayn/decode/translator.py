@@ -24,9 +24,9 @@ import torch
 from torch import Tensor
 
 from aiayn.config import DecodeConfig
-from aiayn.decode.search import Hypothesis
+from aiayn.decode.search import Hypothesis, StopHook
 from aiayn.decode.stepper import decode_batch, source_limit
-from aiayn.errors import AiaynError
+from aiayn.errors import AiaynError, TextError
 from aiayn.model.io import load_model_dir
 from aiayn.model.linear import pack_for_inference
 from aiayn.model.quantize import check_int8_device, is_int8, quantize_int8
@@ -135,11 +135,16 @@ class Translator:
         return src.to(self.device)
 
     def translate_ids(
-        self, sources: list[list[int]], options: DecodeConfig, progress: ProgressHook | None = None
+        self,
+        sources: list[list[int]],
+        options: DecodeConfig,
+        progress: ProgressHook | None = None,
+        should_stop: StopHook | None = None,
     ) -> list[list[Hypothesis]]:
         """Source ids (pieces + EOS) -> up to n_best hypotheses each, in input order.
 
         An empty source gives one empty hypothesis with score 0 without running the model.
+        `should_stop()` is asked before every search step (SearchStopped when it answers True).
         """
         results: list[list[Hypothesis]] = [[] for _ in sources]
         nonempty = [i for i, ids in enumerate(sources) if ids]
@@ -147,9 +152,9 @@ class Translator:
         for batch in token_batches(lengths, options.batch_tokens):
             index = [nonempty[b] for b in batch]
             src = self._src_tensor([sources[i] for i in index])  # (batch, src_len)
-            for i, hyps in zip(index, decode_batch(self.model, src, options), strict=True):
+            for i, hyps in zip(index, decode_batch(self.model, src, options, should_stop), strict=True):
                 if not hyps or not math.isfinite(hyps[0].score):  # NaN or -inf everywhere
-                    raise AiaynError(f"text {i + 1}: the model's scores are not finite (are its weights?)")
+                    raise TextError(i, "the model's scores are not finite (are its weights?)")
                 results[i] = hyps
             if progress is not None:
                 progress(len(index))
@@ -173,19 +178,21 @@ class Translator:
         return_scores: bool = False,
         on_truncate: TruncationHook | None = None,
         progress: ProgressHook | None = None,
+        should_stop: StopHook | None = None,
     ) -> list[str] | list[list[Translation]]:
         """Translate `texts` with beam search (greedy when beam_size is 1).
 
         Returns a list of strings, or, with n_best > 1 or return_scores, for each text a list of up
         to n_best `Translation`s, best first. `on_truncate(index, length, limit)` is called for
-        each over-long source (default: a `warnings.warn`); `progress(n)` after each batch.
+        each over-long source (default: a `warnings.warn`); `progress(n)` after each batch;
+        `should_stop()` before every search step (aiayn.decode.search.SearchStopped when True).
         """
         options = DecodeConfig(
             beam_size, alpha, length_penalty_style, max_len_a, max_len_b, n_best, batch_tokens
         )
         if isinstance(texts, str):
             raise AiaynError("translate() takes a list of texts, not one string")
-        hyps = self.translate_ids(self.encode(texts, on_truncate), options, progress)
+        hyps = self.translate_ids(self.encode(texts, on_truncate), options, progress, should_stop)
         flat = [h for hs in hyps for h in hs]
         decoded = iter(self.tokenizer.decode([h.tokens for h in flat]) if flat else [])
         out = [[Translation(next(decoded), h.score, h.log_prob, h.tokens) for h in hs] for hs in hyps]
@@ -205,14 +212,19 @@ class Translator:
         if not src_ids:
             raise AiaynError("attention() needs a non-empty text")
         hyp = self.translate_ids([src_ids], DecodeConfig(beam_size=beam_size, alpha=alpha))[0][0]
-        tgt_in = [self.config.start_id] + hyp.tokens  # the decoder's inputs; it predicts tokens + EOS
+        return self.attention_maps(src_ids, hyp.tokens)
+
+    @torch.inference_mode()
+    def attention_maps(self, src_ids: list[int], tokens: list[int]) -> dict[str, Any]:
+        """`attention()`'s dict for a given translation: source ids (pieces + EOS), output ids (no EOS)."""
+        tgt_in = [self.config.start_id] + tokens  # the decoder's inputs; it predicts tokens + EOS
         src = torch.tensor([src_ids], device=self.device)
         maps = self.model.attention_maps(src, torch.tensor([tgt_in], device=self.device))
         target_pieces = getattr(self.tokenizer, "target_pieces", self.tokenizer.pieces)
         result: dict[str, Any] = {
-            "translation": self.tokenizer.decode([hyp.tokens])[0],
+            "translation": self.tokenizer.decode([tokens])[0],
             "src_tokens": self.tokenizer.pieces(src_ids[:-1]) + ["</s>"],
-            "tgt_tokens": target_pieces(hyp.tokens) + ["</s>"],
+            "tgt_tokens": target_pieces(tokens) + ["</s>"],
         }
         for kind in ("encoder", "decoder", "cross"):
             result[kind] = [w[0].float().cpu() for w in maps[kind]]
