@@ -16,7 +16,7 @@ warm-up) and at its peak (VmHWM, start included), and what the hostile requests 
 (issue 16): 0 polite errors, polite p99 under 3x its value alone, peak RSS under 2x idle, health
 p99 under 1 s; the exit status is 1 if one is missed. Linux only (/proc for the memory).
 
-    python benchmarks/serve_abuse.py [--model MODEL_DIR] [--clients 16] [--hostile 4] [--seconds 30]
+    python benchmarks/serve_abuse.py [--model DIR] [--clients 16] [--hostile 4] [--seconds 30] [--kinds K,...]
 """
 
 from __future__ import annotations
@@ -96,12 +96,12 @@ async def _hostile_one(http: httpx.AsyncClient, url: str, kind: str, bodies: dic
         return type(err).__name__
 
 
-async def _hostile(url: str, bodies: dict, stop: float, first: int, out: Counter) -> None:
+async def _hostile(url: str, bodies: dict, kinds: list[str], stop: float, first: int, out: Counter) -> None:
     async with httpx.AsyncClient(timeout=60) as http:  # its own connections: it may lose them
         tries = 0
         while time.perf_counter() < stop:
-            kind = KINDS[(first + tries) % len(KINDS)]
-            out[f"{kind} {await _hostile_one(http, url, kind, bodies, tries // len(KINDS))}"] += 1
+            kind = kinds[(first + tries) % len(kinds)]
+            out[f"{kind} {await _hostile_one(http, url, kind, bodies, tries // len(kinds))}"] += 1
             tries += 1
 
 
@@ -124,7 +124,7 @@ def _percentiles(latencies: list[float]) -> dict:
     return {"p50_ms": round(1000 * statistics.median(lat), 1), "p99_ms": round(1000 * p99, 1)}
 
 
-async def run(url: str, pid: int, texts: list[str], clients: int, hostile: int, bodies: dict, seconds: float):
+async def run(url: str, pid: int, texts: list[str], clients: int, hostile: int, bodies: dict, args) -> dict:
     polite: dict = {"latencies": [], "errors": 0}
     health: dict = {"latencies": [], "errors": []}
     got: Counter = Counter()
@@ -132,11 +132,11 @@ async def run(url: str, pid: int, texts: list[str], clients: int, hostile: int, 
     async with httpx.AsyncClient(limits=limits, timeout=60) as http:
         await http.post(f"{url}/v1/translate", json={"text": texts})  # warm-up
         idle = memory_kb(pid)["VmRSS"]
-        stop = time.perf_counter() + seconds
+        stop = time.perf_counter() + args.seconds
         await asyncio.gather(
             *(_client(http, url, texts, stop, seed, polite) for seed in range(clients)),
             _health(http, url, stop, health),
-            *(_hostile(url, bodies, stop, i, got) for i in range(hostile)),
+            *(_hostile(url, bodies, args.kinds.split(","), stop, i, got) for i in range(hostile)),
         )
     return {
         "polite_requests": len(polite["latencies"]),
@@ -185,7 +185,12 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--hostile", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--kinds", default=",".join(KINDS), help="what the hostile clients send, comma-separated"
+    )
     args = parser.parse_args()
+    if not set(args.kinds.split(",")) <= set(KINDS):
+        parser.error(f"--kinds takes {', '.join(KINDS)}")
     with tempfile.TemporaryDirectory() as tmp:
         model_dir, texts = (args.model, None) if args.model else _toy_model(Path(tmp))
         texts = texts or ["El perro come.", "La casa es grande.", "Buenos días."]
@@ -198,9 +203,7 @@ def main() -> int:
                     bodies = hostile_requests(
                         model_dir, limits, sorted({w for t in texts for w in t.split()})
                     )
-                results[name] = asyncio.run(
-                    run(url, proc.pid, texts, args.clients, hostile, bodies, args.seconds)
-                )
+                results[name] = asyncio.run(run(url, proc.pid, texts, args.clients, hostile, bodies, args))
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)

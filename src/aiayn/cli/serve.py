@@ -32,7 +32,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         help="most texts x beam x (|source| + 50) in a request (else 413)",
     )
     p.add_argument(
-        "--batch-work", type=int, default=32_768, help="the same per model call: larger requests take turns"
+        "--batch-work", type=int, default=16_384, help="the same per model call: larger requests take turns"
     )
     p.add_argument("--max-queue", type=int, default=1024, help="most texts waiting for the model (else 503)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: a GPU if there is one)")

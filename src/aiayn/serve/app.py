@@ -83,7 +83,9 @@ def _rounded(weights: list[Any]) -> list:
 
 
 def _attention(maps: dict[str, Any]) -> Attention:
-    return Attention(
+    """The weights as nested lists of floats, built as the schema says (no validation pass: it
+    would copy every list)."""
+    return Attention.model_construct(
         src_tokens=maps["src_tokens"],
         tgt_tokens=maps["tgt_tokens"],
         **{kind: _rounded(maps[kind]) for kind in ("cross", "encoder", "decoder")},
@@ -227,7 +229,8 @@ async def _unless_disconnected(request: Request, work: Coroutine) -> Any:
 
 
 def _json(results: list[Translation]) -> bytes:
-    return TranslateResponse(translations=results).model_dump_json().encode()
+    response = TranslateResponse(translations=results)
+    return TranslateResponse.__pydantic_serializer__.to_json(response)  # bytes, without a str copy
 
 
 def create_app(translator: TranslatorLike, settings: ServeSettings | None = None) -> FastAPI:

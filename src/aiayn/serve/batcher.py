@@ -9,8 +9,11 @@ wait already), and makes one model call in a single model thread, so the event l
 and the model is never called from two threads at once. A call takes the texts of the jobs in
 line that share the first job's decoding options, in line order, up to `max_texts` texts and
 `max_work` work (each text's cost, given by the caller; the server counts beam x longest output).
-A job larger than that is cut into several calls and goes to the back of the line after each, so a
-large request shares the model with small ones (round robin) instead of holding it to the end.
+A job larger than that is cut into several calls: after its first it waits in a second line,
+whose jobs take turns (round robin), and the worker takes its calls from the two lines in turn
+(a call that cut a new job counts as the second line's turn). So a new request waits for about
+one piece of the large ones, however many there are, and they still advance while new requests
+keep coming.
 
 Bounds, so that no caller holds the server for long:
 - the line holds at most `max_queue` texts: beyond, `submit` raises `QueueFull` at once;
@@ -96,12 +99,21 @@ class MicroBatcher:
         max_queue: float = math.inf,
         stuck_after: float = 60.0,
     ):
-        if wait_ms < 0 or max_texts < 1 or max_work <= 0 or max_queue < 1 or stuck_after <= 0:
-            raise ValueError(f"need wait_ms >= 0 and positive limits, got {wait_ms}, {max_texts}, {max_work}")
+        limits = {
+            "max_texts": max_texts,
+            "max_work": max_work,
+            "max_queue": max_queue,
+            "stuck_after": stuck_after,
+        }
+        if wait_ms < 0 or min(limits.values()) <= 0:
+            raise ValueError(f"need wait_ms >= 0 and positive limits, got wait_ms={wait_ms}, {limits}")
         self.run_batch, self.wait_s, self.max_texts = run_batch, wait_ms / 1000.0, max_texts
         self.max_work, self.max_queue, self.stuck_after = max_work, max_queue, stuck_after
         self.calls = 0  # model calls made (for tests and monitoring)
-        self._line: deque[_Job] = deque()  # jobs with texts to translate, running ones included
+        self._line: deque[_Job] = deque()  # new jobs, running ones included
+        self._turns: deque[_Job] = deque()  # jobs cut into several calls, after their first
+        self._turn_due = False  # whether the next call comes from _turns (when both lines hold jobs)
+        self._from_turns = False  # whether the running call came from _turns
         self._running: list[_Job] = []
         self._call_deadline: float | None = None  # the latest deadline of the running call's jobs
         self._wake: asyncio.Event | None = None
@@ -112,10 +124,13 @@ class MicroBatcher:
     @property
     def queued(self) -> int:
         """Jobs waiting for a model call (not counting those in the running one)."""
-        return sum(job not in self._running for job in self._line)
+        return sum(job not in self._running for job in self._jobs())
+
+    def _jobs(self) -> list[_Job]:
+        return [*self._line, *self._turns]
 
     def _texts_waiting(self) -> int:
-        return sum(job.left for job in self._line)
+        return sum(job.left for job in self._jobs())
 
     async def start(self) -> None:
         self._wake, self._stopping = asyncio.Event(), False
@@ -173,8 +188,12 @@ class MicroBatcher:
 
     def _leave(self, job: _Job) -> None:
         job.given_up = True
-        if job in self._line:
-            self._line.remove(job)
+        self._remove(job)
+
+    def _remove(self, job: _Job) -> None:
+        for line in (self._line, self._turns):
+            if job in line:
+                line.remove(job)
 
     def _fail(self, job: _Job, err: BaseException) -> None:
         if not job.future.done():
@@ -182,7 +201,7 @@ class MicroBatcher:
         self._leave(job)
 
     def _fail_all(self, err: Exception) -> None:
-        for job in list(self._line):
+        for job in self._jobs():
             self._fail(job, err)
 
     def _worker_ended(self, task: asyncio.Task) -> None:
@@ -199,15 +218,15 @@ class MicroBatcher:
     def _drop_gone(self) -> bool:
         """Fail the jobs whose deadline passed (TimeoutError); True if any job is left."""
         now = time.monotonic()
-        for job in [job for job in self._line if job.gone(now)]:
+        for job in [job for job in self._jobs() if job.gone(now)]:
             self._fail(job, TimeoutError())
-        return bool(self._line)
+        return bool(self._line or self._turns)
 
     async def _gather(self) -> None:
         """Until a job waits, then up to wait_s for company (unless max_texts texts wait already)."""
         loop = asyncio.get_running_loop()
         while True:
-            while not self._line:
+            while not (self._line or self._turns):
                 self._wake.clear()
                 await self._wake.wait()
             end = loop.time() + self.wait_s
@@ -219,12 +238,15 @@ class MicroBatcher:
                 return
 
     def _take(self) -> list[_Piece]:
-        """The next call: the first job's texts, then those of the jobs after it with the same
-        options, in line order, up to max_texts texts and max_work work (at least one text)."""
-        first = self._line[0]
+        """The next call, from the two lines in turn: the first job's texts, then those of the jobs
+        after it with the same options, in line order, up to max_texts texts and max_work work
+        (at least one text)."""
+        self._from_turns = bool(self._turns) and (self._turn_due or not self._line)
+        line = self._turns if self._from_turns else self._line
+        first = line[0]
         pieces: list[_Piece] = []
         texts, work = 0, 0.0
-        for job in self._line:
+        for job in line:
             if job.options != first.options or (pieces and job.alone):
                 continue
             start = stop = len(job.results)
@@ -260,6 +282,8 @@ class MicroBatcher:
             return
         finally:
             self._running, self._call_deadline = [], None
+        cut = any(piece.stop < len(piece.job.texts) for piece in pieces)
+        self._turn_due = not self._from_turns and not cut  # a cut job had its turn already
         offset = 0
         for piece in pieces:
             job, count = piece.job, piece.stop - piece.start
@@ -267,9 +291,9 @@ class MicroBatcher:
             offset += count
             if job.future.done():  # its caller has gone
                 continue
-            self._line.remove(job)
+            self._remove(job)
             if job.left:
-                self._line.append(job)  # round robin: the others in line go first
+                self._turns.append(job)  # round robin: the others in line go first
             else:
                 job.future.set_result(job.results)
 

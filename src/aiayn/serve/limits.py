@@ -43,7 +43,7 @@ class ServeSettings:
     batch_texts: int = 64  # texts in one model call; 1 turns micro-batching off
     max_attention_tokens: int = 128  # tokens on each side of an attention answer
     max_work: int = 262_144  # texts x beam x longest output in one request
-    batch_work: int = 32_768  # the same in one model call: larger requests take turns with others
+    batch_work: int = 16_384  # the same in one model call (16 x 1024: one longest text, widest beam)
     max_queue: int = 1024  # texts waiting for the model
 
     def __post_init__(self) -> None:
