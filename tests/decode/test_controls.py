@@ -119,7 +119,9 @@ def test_replace_unknown_copies_the_aligned_source_word():
 
 def test_a_document_keeps_its_paragraphs(translator):
     doc = "el perro come agua\n\nla luna\n\n\nel sol\n"  # sentence splitting: test_document.py
-    assert translator.translate_document(doc, beam_size=2) == "the dog eats water\n\nthe moon\n\n\nthe sun\n"
+    one, two, three = translator.translate(["el perro come agua", "la luna", "el sol"], beam_size=2)
+    assert translator.translate_document(doc, beam_size=2) == f"{one}\n\n{two}\n\n\n{three}\n"
+    assert one == "the dog eats water"  # the toy translator has learnt its task
 
 
 def test_bad_controls_are_one_line_errors(translator):

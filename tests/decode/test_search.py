@@ -10,7 +10,7 @@ import torch
 from scripted import BANNED, BOS, EOS, ScriptedStepper, exhaustive
 from torch import Tensor
 
-from aiayn.decode.search import beam_search, greedy_search, length_penalty
+from aiayn.decode.search import SearchStopped, beam_search, greedy_search, length_penalty
 
 
 @pytest.mark.parametrize("style", ["gnmt", "len", "fairseq"])
@@ -147,6 +147,40 @@ def test_max_length_forces_eos(k):
     results = search(stepper, torch.tensor(max_lens), start_id=BOS, eos_id=EOS, banned=BANNED, **kw)
     assert [len(r[0].tokens) for r in results] == max_lens
     assert all(h.score < -20 for r in results for h in r)  # the forced EOS' log-prob counts
+
+
+class CountingStepper(ScriptedStepper):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.steps = 0
+
+    def step(self, tokens: Tensor) -> Tensor:
+        self.steps += 1
+        return super().step(tokens)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_should_stop_is_asked_before_every_step_and_stops_the_search(k):
+    search = functools.partial(
+        greedy_search if k == 1 else beam_search, **({} if k == 1 else {"beam_size": k})
+    )
+    max_lens = torch.tensor([20, 20])  # no EOS: every search runs 21 steps
+    stepper = CountingStepper(2 * k, 9, eos_bias=-30.0)
+    asked = []
+
+    def should_stop() -> bool:
+        asked.append(stepper.steps)
+        return len(asked) == 4
+
+    with pytest.raises(SearchStopped):
+        search(stepper, max_lens, start_id=BOS, eos_id=EOS, banned=BANNED, should_stop=should_stop)
+    assert asked == [0, 1, 2, 3] and stepper.steps == 3  # three steps ran, not a fourth
+    never = CountingStepper(2 * k, 9, eos_bias=-30.0)
+    results = search(never, max_lens, start_id=BOS, eos_id=EOS, banned=BANNED, should_stop=lambda: False)
+    plain = search(
+        CountingStepper(2 * k, 9, eos_bias=-30.0), max_lens, start_id=BOS, eos_id=EOS, banned=BANNED
+    )
+    assert never.steps == 21 and [r[0].tokens for r in results] == [r[0].tokens for r in plain]
 
 
 def test_eos_first_gives_an_empty_output_and_banned_ids_never_appear():

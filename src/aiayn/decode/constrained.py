@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from aiayn.decode.search import STYLES, Hypothesis, _Beams, _mask_step, length_penalty
+from aiayn.decode.search import STYLES, Hypothesis, StopHook, _Beams, _check_stop, _mask_step, length_penalty
 
 
 @dataclass(frozen=True)
@@ -220,6 +220,7 @@ def constrained_beam_search(
     style: str = "gnmt",
     n_best: int = 1,
     device: torch.device | str = "cpu",
+    should_stop: StopHook | None = None,
 ) -> list[list[Hypothesis]]:
     """`beam_search` in which sentence i's output must contain every phrase of constraints[i]
     (lists of token ids). The length cap of a sentence is raised to hold its phrases."""
@@ -240,6 +241,7 @@ def constrained_beam_search(
     beams.progress = [[Progress((False,) * len(phrases))] * k for phrases in constraints]
     tokens = torch.full((n * k,), start_id, dtype=torch.long, device=device)
     for step in range(1, int(max_lens.max()) + 2):
+        _check_stop(should_stop, step)
         logp = stepper.step(tokens)  # (n * k, vocab)
         logp = _mask_step(logp.view(-1, k, logp.size(-1)), step, beams.max_lens, eos_id, banned_t)
         beam, last = beams.advance(logp, step, eos_id, length_penalty(float(step), alpha, style))  # (n, k)

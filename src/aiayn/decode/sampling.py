@@ -23,7 +23,15 @@ import torch
 from torch import Tensor
 
 from aiayn.config import SamplingConfig
-from aiayn.decode.search import Hypothesis, Prefixes, Stepper, _mask_step, length_penalty
+from aiayn.decode.search import (
+    Hypothesis,
+    Prefixes,
+    Stepper,
+    StopHook,
+    _check_stop,
+    _mask_step,
+    length_penalty,
+)
 
 _MASK = (1 << 62) - 1  # hash values stay non-negative, so shifts are logical
 
@@ -80,6 +88,7 @@ def sample_search(
     style: str = "gnmt",
     prefixes: Prefixes | None = None,
     device: torch.device | str = "cpu",
+    should_stop: StopHook | None = None,
 ) -> list[list[Hypothesis]]:
     """`samples` outputs for each of n texts; the stepper holds n * samples rows (text-major).
 
@@ -98,6 +107,7 @@ def sample_search(
     tokens = torch.full((n * samples,), start_id, dtype=torch.long, device=device)
     results: list[list[Hypothesis]] = [[] for _ in range(n)]
     for step in range(1, total + 1):
+        _check_stop(should_stop, step)
         logp = _mask_step(stepper.step(tokens)[:, None], step, rows_max, eos_id, banned_t)
         if prefixes is not None:
             logp = prefixes.force(logp, step, row_ids // samples)

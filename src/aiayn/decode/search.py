@@ -26,12 +26,16 @@ A sentence stops when
 Finished sentences leave the batch (`Stepper.select`). A sentence whose hypotheses reach
 `max_lens[i]` tokens gets EOS forced at the next step, so every output has at most max_lens[i]
 tokens before its EOS (fairseq's convention; HF's max_length = this + 2, start token and EOS).
+
+Both searches take `should_stop`, a callable asked once before every step: when it answers True
+(a server whose client left or whose deadline passed) the search raises `SearchStopped` instead of
+spending the rest of its steps on an answer nobody will read.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,6 +43,16 @@ import torch
 from torch import Tensor
 
 STYLES = ("gnmt", "len", "fairseq")
+StopHook = Callable[[], bool]  # asked before every step; True: stop (raise SearchStopped)
+
+
+class SearchStopped(Exception):
+    """The caller's `should_stop()` answered True at a step boundary: the search gave up its work."""
+
+
+def _check_stop(should_stop: StopHook | None, step: int) -> None:
+    if should_stop is not None and should_stop():
+        raise SearchStopped(f"stopped before step {step}")
 
 
 class Stepper(Protocol):
@@ -134,6 +148,7 @@ def greedy_search(
     style: str = "gnmt",
     prefixes: Prefixes | None = None,
     device: torch.device | str = "cpu",
+    should_stop: StopHook | None = None,
 ) -> list[list[Hypothesis]]:
     """The most probable next token at every step. max_lens (n,) int on the CPU.
 
@@ -150,6 +165,7 @@ def greedy_search(
     tokens = torch.full((n,), start_id, dtype=torch.long, device=device)
     results: list[list[Hypothesis]] = [[] for _ in range(n)]
     for step in range(1, total + 1):
+        _check_stop(should_stop, step)
         logp = _mask_step(stepper.step(tokens)[:, None], step, max_lens, eos_id, banned_t)
         logp = (logp if prefixes is None else prefixes.force(logp, step, ids))[:, 0]  # (rows, vocab)
         best, tokens = logp.max(dim=-1)  # (rows,)
@@ -288,6 +304,7 @@ def beam_search(
     n_best: int = 1,
     prefixes: Prefixes | None = None,
     device: torch.device | str = "cpu",
+    should_stop: StopHook | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search for n sentences; the stepper holds n * beam_size rows. max_lens (n,) on the CPU.
 
@@ -307,6 +324,7 @@ def beam_search(
     beams = _Beams.start(max_lens, k, device)
     tokens = torch.full((n * k,), start_id, dtype=torch.long, device=device)
     for step in range(1, int(max_lens.max()) + 2):
+        _check_stop(should_stop, step)
         logp = stepper.step(tokens)  # (n * k, vocab)
         logp = _mask_step(logp.view(-1, k, logp.size(-1)), step, beams.max_lens, eos_id, banned_t)
         if prefixes is not None:

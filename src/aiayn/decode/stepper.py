@@ -20,7 +20,7 @@ from aiayn.config import DecodeConfig, ModelConfig, SamplingConfig
 from aiayn.decode.constrained import constrained_beam_search
 from aiayn.decode.ensemble import EnsembleStepper
 from aiayn.decode.sampling import row_keys, sample_search
-from aiayn.decode.search import Hypothesis, Prefixes, beam_search, greedy_search
+from aiayn.decode.search import Hypothesis, Prefixes, StopHook, beam_search, greedy_search
 from aiayn.model.transformer import Transformer
 
 # Sinusoidal positions have no table, but attention cost and cache memory grow with length:
@@ -78,10 +78,13 @@ class Controls:
     constraints: list[list[list[int]]] | None = None
     sample: SamplingConfig | None = None
     keys: list[int] | None = None  # a text's index in the caller's input: its samples' seed
+    should_stop: StopHook | None = None  # asked before every step (SearchStopped when it says so)
 
     def subset(self, index: list[int]) -> Controls:
         pick = lambda xs: None if xs is None else [xs[i] for i in index]  # noqa: E731
-        return Controls(pick(self.prefixes), pick(self.constraints), self.sample, pick(self.keys))
+        return Controls(
+            pick(self.prefixes), pick(self.constraints), self.sample, pick(self.keys), self.should_stop
+        )
 
     def needed(self, n: int) -> Tensor:
         """(n,) the fewest output tokens each sentence needs for its prefix or constraints."""
@@ -126,6 +129,7 @@ def decode_batch(
         alpha=options.alpha,
         style=options.length_penalty_style,
         device=src.device,
+        should_stop=controls.should_stop,
     )
     prefixes = (
         None if controls.prefixes is None else Prefixes(controls.prefixes, config.eos_id, common["banned"])

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,9 @@ from aiayn.decode import align as alignment
 from aiayn.decode.document import join_document, split_document
 from aiayn.decode.ensemble import check_shared_vocabulary
 from aiayn.decode.inputs import SplitHook, source_units, target_constraints, target_prefixes
-from aiayn.decode.search import Hypothesis
+from aiayn.decode.search import Hypothesis, StopHook
 from aiayn.decode.stepper import Controls, decode_batch, source_limit, target_limit
-from aiayn.errors import AiaynError
+from aiayn.errors import AiaynError, TextError
 from aiayn.model.io import load_model_dir
 from aiayn.model.linear import pack_for_inference
 from aiayn.model.quantize import check_int8_device, is_int8, quantize_int8
@@ -183,13 +183,17 @@ class Translator:
         progress: ProgressHook | None = None,
         controls: Controls | None = None,
         owners: list[int] | None = None,
+        should_stop: StopHook | None = None,
     ) -> list[list[Hypothesis]]:
         """Source ids (pieces + EOS) -> up to n_best hypotheses each, in input order; `controls`
         has one entry per source, `owners` the text each comes from (for error messages).
 
         An empty source gives one empty hypothesis with score 0 without running the model.
+        `should_stop()` is asked before every search step (SearchStopped when it answers True).
         """
         controls = controls or Controls()
+        if should_stop is not None:
+            controls = replace(controls, should_stop=should_stop)
         results: list[list[Hypothesis]] = [[] for _ in sources]
         nonempty = [i for i, ids in enumerate(sources) if ids]
         lengths = [len(sources[i]) for i in nonempty]
@@ -200,7 +204,7 @@ class Translator:
             for i, hyps in zip(index, found, strict=True):
                 if not hyps or not math.isfinite(hyps[0].score):  # NaN or -inf everywhere
                     text = i if owners is None else owners[i]
-                    raise AiaynError(f"text {text + 1}: the model's scores are not finite (are its weights?)")
+                    raise TextError(text, "the model's scores are not finite (are its weights?)")
                 results[i] = hyps
             if progress is not None:
                 progress(len(index))
@@ -258,6 +262,7 @@ class Translator:
         align: bool = False,
         replace_unk: bool = False,
         align_layer: int | None = None,
+        should_stop: StopHook | None = None,
     ) -> list[str] | list[list[Translation]]:
         """Translate `texts` with beam search (greedy when beam_size is 1).
 
@@ -269,7 +274,8 @@ class Translator:
         pairs from decoder layer `align_layer`'s cross-attention (default: the penultimate);
         `replace_unk`: an output word holding <unk> becomes its aligned source word.
         `on_split(index, length, limit, parts)` hears of each text over the source limit (default:
-        a `warnings.warn`); `progress(n)` after each batch of n sources.
+        a `warnings.warn`); `progress(n)` after each batch of n sources; `should_stop()` before
+        every search step (aiayn.decode.search.SearchStopped when it answers True).
         """
         options = DecodeConfig(
             beam_size, alpha, length_penalty_style, max_len_a, max_len_b, n_best, batch_tokens
@@ -280,7 +286,7 @@ class Translator:
         controls = self._controls(units, len(texts), prefix, constraints, sample)
         flat = [u for parts in units for u in parts]
         owners = [i for i, parts in enumerate(units) for _ in parts]
-        found = iter(self.translate_ids(flat, options, progress, controls, owners))
+        found = iter(self.translate_ids(flat, options, progress, controls, owners, should_stop))
         hyps = [[next(found) for _ in parts] for parts in units]
         per_text = [
             h[0] if len(h) == 1 else [_joined([p[0] for p in h])] if h else [Hypothesis([], 0.0, 0.0)]
@@ -357,14 +363,19 @@ class Translator:
             raise AiaynError(f"attention() takes one sentence of at most {source_limit(self.config)} tokens")
         src_ids = units[0]
         hyp = self.translate_ids([src_ids], DecodeConfig(beam_size=beam_size, alpha=alpha))[0][0]
-        tgt_in = [self.config.start_id] + hyp.tokens  # the decoder's inputs; it predicts tokens + EOS
+        return self.attention_maps(src_ids, hyp.tokens)
+
+    @torch.inference_mode()
+    def attention_maps(self, src_ids: list[int], tokens: list[int]) -> dict[str, Any]:
+        """`attention()`'s dict for a given translation: source ids (pieces + EOS), output ids (no EOS)."""
+        tgt_in = [self.config.start_id] + tokens  # the decoder's inputs; it predicts tokens + EOS
         src = torch.tensor([src_ids], device=self.device)
         maps = self.model.attention_maps(src, torch.tensor([tgt_in], device=self.device))
         target_pieces = getattr(self.tokenizer, "target_pieces", self.tokenizer.pieces)
         result: dict[str, Any] = {
-            "translation": self.tokenizer.decode([hyp.tokens])[0],
+            "translation": self.tokenizer.decode([tokens])[0],
             "src_tokens": self.tokenizer.pieces(src_ids[:-1]) + ["</s>"],
-            "tgt_tokens": target_pieces(hyp.tokens) + ["</s>"],
+            "tgt_tokens": target_pieces(tokens) + ["</s>"],
         }
         for kind in ("encoder", "decoder", "cross"):
             result[kind] = [w[0].float().cpu() for w in maps[kind]]

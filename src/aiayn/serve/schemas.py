@@ -1,13 +1,20 @@
 """The JSON of the HTTP API: requests are validated strictly (wrong types or unknown fields -> 422).
 
-No field names a file: a request carries texts and decoding settings (section 6.1) only.
+No field names a file: a request carries texts and decoding settings (section 6.1) only. The
+schema's own bounds (MAX_TEXTS, MAX_TEXT_CHARS) hold whatever the server's flags say; the flags'
+tighter limits answer 413 (aiayn.serve.limits).
 """
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MAX_BEAM = 16  # a server caps it: memory grows with texts x beams, and beams past ~10 buy nothing
+MAX_TEXTS = 4096  # the most --max-batch may allow
+MAX_TEXT_CHARS = 100_000  # the most --max-chars may allow
+Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 
 
 class TranslateRequest(BaseModel):
@@ -15,7 +22,9 @@ class TranslateRequest(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    text: str | list[str] = Field(description="A text or a list of texts to translate.")
+    text: Text | Annotated[list[Text], Field(max_length=MAX_TEXTS)] = Field(
+        description="A text or a list of texts to translate."
+    )
     beam_size: int = Field(4, ge=1, le=MAX_BEAM, description="Beam size (section 6.1: 4); 1 is greedy.")
     alpha: float = Field(0.6, ge=0.0, le=10.0, description="Length penalty exponent (section 6.1: 0.6).")
     n_best: int = Field(1, ge=1, le=MAX_BEAM, description="Hypotheses per text, best first (<= beam_size).")
@@ -66,6 +75,16 @@ class Limits(BaseModel):
     max_batch: int = Field(description="Most texts in one request.")
     max_chars: int = Field(description="Most characters in one text.")
     timeout: float = Field(description="Seconds a request may take, queueing included.")
+    max_body_bytes: int = Field(description="Most bytes in a request body.")
+    max_work: int = Field(
+        description="Most texts x beam x longest output (|source| + 50 tokens) in a request."
+    )
+    max_queue: int = Field(description="Most texts waiting for the model; beyond, 503 with Retry-After.")
+    attention_texts: int = Field(description="Texts per request with attention.")
+    max_attention_tokens: int = Field(
+        description="Most tokens (with </s>) on each side of an attention answer."
+    )
+    max_attention_weights: int = Field(description="Most weights in an attention answer of this model.")
 
 
 class ModelInfo(BaseModel):
