@@ -25,6 +25,17 @@ def test_a_prefix_is_continued_even_an_unlikely_one(translator):
     assert forced[0].startswith("a green cat") and forced[1] == "sun"
 
 
+def test_prefixes_and_constraints_of_different_texts_in_one_batch(translator):
+    """The batch goes through the constrained search, which must still force the other's prefix."""
+    texts = ["el perro come agua", "la casa grande"]
+    mixed = translator.translate(texts, prefix=["a green cat", None], constraints=[None, ["moon"]])
+    alone = [
+        translator.translate(texts[:1], prefix=["a green cat"])[0],
+        translator.translate(texts[1:], constraints=[["moon"]])[0],
+    ]
+    assert mixed == alone and mixed[0].startswith("a green cat") and "moon" in mixed[1]
+
+
 def test_constraints_appear_in_every_output(translator):
     pairs = toy_pairs(20, seed=5)
     terms = [["moon"], ["big house"], ["drinks", "water"]] * 7

@@ -45,11 +45,11 @@ def test_prefixes_and_constraints_are_checked_per_text():
     assert target_constraints([["ab"], None], 2, encode, 10) == [[[12]], []]
     with pytest.raises(AiaynError, match="prefix: 1 entries for 2 texts"):
         target_prefixes(["a"], 2, encode, 10)
-    with pytest.raises(AiaynError, match="prefix of text 1: 3 tokens, over the output limit of 2"):
+    with pytest.raises(AiaynError, match="text 1: prefix: 3 tokens, over the output limit of 2"):
         target_prefixes(["a b c"], 1, encode, 2)
-    with pytest.raises(AiaynError, match="constraint 2 of text 1 is empty"):
+    with pytest.raises(AiaynError, match="text 1: constraint 2 is empty"):
         target_constraints([["a", " "]], 1, encode, 10)
-    with pytest.raises(AiaynError, match="constraints of text 1: a list of phrases"):
+    with pytest.raises(AiaynError, match="text 1: constraints: a list of phrases"):
         target_constraints(["a b"], 1, encode, 10)
     with pytest.raises(AiaynError, match="constraints: a string for 1 texts"):
         target_constraints("a", 1, encode, 10)

@@ -28,7 +28,16 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from aiayn.decode.search import STYLES, Hypothesis, StopHook, _Beams, _check_stop, _mask_step, length_penalty
+from aiayn.decode.search import (
+    STYLES,
+    Hypothesis,
+    Prefixes,
+    StopHook,
+    _Beams,
+    _check_stop,
+    _mask_step,
+    length_penalty,
+)
 
 
 @dataclass(frozen=True)
@@ -219,11 +228,13 @@ def constrained_beam_search(
     alpha: float = 0.6,
     style: str = "gnmt",
     n_best: int = 1,
+    prefixes: Prefixes | None = None,
     device: torch.device | str = "cpu",
     should_stop: StopHook | None = None,
 ) -> list[list[Hypothesis]]:
     """`beam_search` in which sentence i's output must contain every phrase of constraints[i]
-    (lists of token ids). The length cap of a sentence is raised to hold its phrases."""
+    (lists of token ids). The length cap of a sentence is raised to hold its phrases. `prefixes`
+    serve the batch's sentences without constraints (a sentence has one or the other)."""
     if style not in STYLES:
         raise ValueError(f"length_penalty_style={style!r} is not one of {STYLES}")
     if not 1 <= n_best <= beam_size:
@@ -234,6 +245,8 @@ def constrained_beam_search(
         return results
     needed = torch.tensor([sum(len(p) for p in phrases) for phrases in constraints], dtype=torch.long)
     max_lens = torch.maximum(max_lens, needed)
+    if prefixes is not None:
+        max_lens = prefixes.room(max_lens)
     banned_t = torch.tensor(sorted(banned), dtype=torch.long, device=device)
     beams = _ConstrainedBeams.start(max_lens, k, device)
     beams.fin_met = torch.zeros(n, k, dtype=torch.bool, device=device)
@@ -244,6 +257,8 @@ def constrained_beam_search(
         _check_stop(should_stop, step)
         logp = stepper.step(tokens)  # (n * k, vocab)
         logp = _mask_step(logp.view(-1, k, logp.size(-1)), step, beams.max_lens, eos_id, banned_t)
+        if prefixes is not None:
+            logp = prefixes.force(logp, step, beams.ids)
         beam, last = beams.advance(logp, step, eos_id, length_penalty(float(step), alpha, style))  # (n, k)
         done = beams.done(step, n_best, alpha, style)
         rows = beam + torch.arange(0, beam.numel(), k, device=beam.device)[:, None]  # flat row index

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiayn.decode.document import split_sentences
-from aiayn.errors import AiaynError
+from aiayn.errors import AiaynError, TextError
 
 SplitHook = Callable[[int, int, int, int], None]  # (text index, its tokens, the limit, parts)
 
@@ -72,7 +72,7 @@ def target_prefixes(
     ids = encode([p or "" for p in prefix])
     for i, p in enumerate(ids):
         if len(p) > limit:
-            raise AiaynError(f"prefix of text {i + 1}: {len(p)} tokens, over the output limit of {limit}")
+            raise TextError(i, f"prefix: {len(p)} tokens, over the output limit of {limit}")
     return ids if any(ids) else None
 
 
@@ -86,14 +86,12 @@ def target_constraints(
     out = []
     for i, phrases in enumerate(constraints):
         if isinstance(phrases, str):
-            raise AiaynError(f"constraints of text {i + 1}: a list of phrases, not one string")
+            raise TextError(i, "constraints: a list of phrases, not one string")
         ids = encode(list(phrases or []))
         for j, p in enumerate(ids):
             if not p:
-                raise AiaynError(f"constraint {j + 1} of text {i + 1} is empty")
+                raise TextError(i, f"constraint {j + 1} is empty")
         if sum(map(len, ids)) > limit:
-            raise AiaynError(
-                f"constraints of text {i + 1}: {sum(map(len, ids))} tokens, over the output limit of {limit}"
-            )
+            raise TextError(i, f"constraints: {sum(map(len, ids))} tokens, over the output limit of {limit}")
         out.append(ids)
     return out if any(out) else None

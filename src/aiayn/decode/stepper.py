@@ -141,7 +141,13 @@ def decode_batch(
         )
     if controls.constraints is not None and any(controls.constraints):
         return constrained_beam_search(
-            stepper, max_lens, controls.constraints, beam_size=rows, n_best=options.n_best, **common
+            stepper,
+            max_lens,
+            controls.constraints,
+            beam_size=rows,
+            n_best=options.n_best,
+            prefixes=prefixes,
+            **common,
         )
     if rows == 1:
         return greedy_search(stepper, max_lens, prefixes=prefixes, **common)

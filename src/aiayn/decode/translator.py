@@ -215,9 +215,9 @@ class Translator:
             progress(len(sources) - len(nonempty))
         return results
 
-    def _controls(self, units, n, prefix, constraints, sample) -> Controls:
+    def _controls(self, units, n, prefix, constraints, sample, keys) -> Controls:
         """Per source (texts' parts flattened): the prefix for a text's first part, constraints,
-        and sampling keys (text index * 4096 + part)."""
+        and sampling keys (the text's key, default its index, * 4096 + part)."""
         encode = getattr(self.tokenizer, "encode_target", self.tokenizer.encode)
         limit = target_limit(self.config)
         prefixes, phrases = (
@@ -233,13 +233,13 @@ class Translator:
                 and (len(parts) > 1 or sample is not None or (prefixes and prefixes[i]))
             ):
                 why = "it is translated in parts" if len(parts) > 1 else "with sampling or a prefix"
-                raise AiaynError(f"text {i + 1}: constraints cannot be used {why}")
+                raise TextError(i, f"constraints cannot be used {why}")
         owner = [(i, part) for i, parts in enumerate(units) for part in range(len(parts))]
         return Controls(
             None if prefixes is None else [prefixes[i] if part == 0 else [] for i, part in owner],
             None if phrases is None else [phrases[i] for i, _ in owner],
             sample,
-            [i * 4096 + part for i, part in owner],
+            [(i if keys is None else keys[i]) * 4096 + part for i, part in owner],
         )
 
     def translate(
@@ -263,6 +263,7 @@ class Translator:
         replace_unk: bool = False,
         align_layer: int | None = None,
         should_stop: StopHook | None = None,
+        keys: list[int] | None = None,
     ) -> list[str] | list[list[Translation]]:
         """Translate `texts` with beam search (greedy when beam_size is 1).
 
@@ -275,7 +276,9 @@ class Translator:
         `replace_unk`: an output word holding <unk> becomes its aligned source word.
         `on_split(index, length, limit, parts)` hears of each text over the source limit (default:
         a `warnings.warn`); `progress(n)` after each batch of n sources; `should_stop()` before
-        every search step (aiayn.decode.search.SearchStopped when it answers True).
+        every search step (aiayn.decode.search.SearchStopped when it answers True). `keys`: per
+        text, what seeds its samples (default: its index; a server batching texts of several
+        requests passes each text's index in its own request, so samples do not depend on batching).
         """
         options = DecodeConfig(
             beam_size, alpha, length_penalty_style, max_len_a, max_len_b, n_best, batch_tokens
@@ -283,7 +286,7 @@ class Translator:
         if isinstance(texts, str):
             raise AiaynError("translate() takes a list of texts, not one string")
         units = self.sources(texts, on_split)
-        controls = self._controls(units, len(texts), prefix, constraints, sample)
+        controls = self._controls(units, len(texts), prefix, constraints, sample, keys)
         flat = [u for parts in units for u in parts]
         owners = [i for i, parts in enumerate(units) for _ in parts]
         found = iter(self.translate_ids(flat, options, progress, controls, owners, should_stop))

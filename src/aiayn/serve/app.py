@@ -1,6 +1,8 @@
 """The HTTP API and the page: a FastAPI app around a `Translator` (beam search of section 6.1).
 
-    POST /v1/translate   {"text": "..." | ["...", ...], "beam_size"?, "alpha"?, "n_best"?, "attention"?}
+    POST /v1/translate   {"text": "..." | ["...", ...], "beam_size"?, "alpha"?, "n_best"?, "attention"?,
+                          "prefix"?, "constraints"?, "sample"?, "align"?}
+    POST /v1/translate/stream  {"text": a document, ...}: server-sent events, a sentence at a time
     GET  /v1/health      {"status": "ok"}, or 503 when the model thread is stuck or the batcher stopped
     GET  /v1/model       languages, parameter count, model config, limits
     GET  /               the page: translate and look at attention (section 7's figures)
@@ -25,10 +27,11 @@ from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
+from aiayn.config import SamplingConfig
 from aiayn.errors import AiaynError
 from aiayn.serve.batcher import MicroBatcher, QueueFull, StopHook, Unavailable
 from aiayn.serve.limits import BodyLimit, ClientError, ServeSettings, check_texts, output_limits, text_costs
@@ -38,10 +41,13 @@ from aiayn.serve.schemas import (
     Hypothesis,
     Limits,
     ModelInfo,
+    Sample,
+    StreamRequest,
     TranslateRequest,
     TranslateResponse,
     Translation,
 )
+from aiayn.serve.stream import sentence_costs, sentence_events, split_checked
 
 __all__ = ["ServeSettings", "create_app"]
 log = logging.getLogger("aiayn.serve")
@@ -75,6 +81,18 @@ class Options:
     alpha: float
     n_best: int
     attention: bool
+    sample: Sample | None = None
+    align: bool = False
+
+
+@dataclass
+class Item:
+    """One text of a request and what steers its search alone: the batcher's unit of work."""
+
+    text: str
+    prefix: str | None = None
+    constraints: list[str] | None = None
+    key: int = 0  # its index in its request: what seeds its samples, whatever the batching
 
 
 def _rounded(weights: list[Any]) -> list:
@@ -96,13 +114,28 @@ def _translation(hyps: list[Any], attention: Attention | None = None) -> Transla
     best = hyps[0]
     listed = [Hypothesis(text=h.text, score=h.score, log_prob=h.log_prob) for h in hyps]
     return Translation(
-        text=best.text, score=best.score, log_prob=best.log_prob, hypotheses=listed, attention=attention
+        text=best.text,
+        score=best.score,
+        log_prob=best.log_prob,
+        hypotheses=listed,
+        attention=attention,
+        alignment=best.alignment,
     )
+
+
+def _controls(items: list[Item]) -> dict[str, Any]:
+    """Translator.translate's per-text arguments for `items` (None where no text has one)."""
+    prefixes, constraints = [i.prefix for i in items], [i.constraints for i in items]
+    return {
+        "prefix": prefixes if any(prefixes) else None,
+        "constraints": constraints if any(constraints) else None,
+        "keys": [i.key for i in items],
+    }
 
 
 def run_batch(
     translator: TranslatorLike,
-    texts: list[str],
+    items: list[Item],
     options: Options,
     should_stop: StopHook,
     attention_tokens: int,
@@ -112,15 +145,18 @@ def run_batch(
     With attention, each text is translated on its own, its output cut to attention_tokens tokens
     (with </s>), and the weights are those of exactly the translation returned.
     """
-    search = dict(beam_size=options.beam_size, alpha=options.alpha, n_best=options.n_best)
-    search.update(return_scores=True, should_stop=should_stop)
+    sample = None if options.sample is None else SamplingConfig(**options.sample.model_dump())
+    search = dict(beam_size=options.beam_size, alpha=options.alpha, n_best=options.n_best, sample=sample)
+    search.update(return_scores=True, should_stop=should_stop, align=options.align)
     if not options.attention:
-        return [_translation(h) for h in translator.translate(texts, **search)]
+        found = translator.translate([i.text for i in items], **search, **_controls(items))
+        return [_translation(h) for h in found]
     out = []
-    for text in texts:
-        (src_ids,) = translator.encode([text])
+    for item in items:
+        (src_ids,) = translator.encode([item.text])
         (longest,) = output_limits([src_ids], translator.config, attention_tokens)
-        (hyps,) = translator.translate([text], **search, max_len_a=0.0, max_len_b=longest)
+        search.update(_controls([item]), max_len_a=0.0, max_len_b=longest)
+        (hyps,) = translator.translate([item.text], **search)
         attention = None
         if src_ids:  # "" or "  " has no tokens: nothing to attend to
             attention = _attention(translator.attention_maps(src_ids, hyps[0].tokens))
@@ -195,11 +231,11 @@ def _add_page(app: FastAPI) -> None:
 
 
 async def _submit(
-    batcher: MicroBatcher, texts: list[str], options: Options, costs: list[int], timeout: float
+    batcher: MicroBatcher, items: list[Item], options: Options, costs: list[int], timeout: float
 ):
     """The batcher's answer, its refusals as ClientErrors (503)."""
     try:
-        return await batcher.submit(texts, options, costs, timeout)
+        return await batcher.submit(items, options, costs, timeout)
     except TimeoutError:
         raise ClientError(503, f"the request took over {timeout:g} s; try again later") from None
     except QueueFull as err:
@@ -237,8 +273,8 @@ def create_app(translator: TranslatorLike, settings: ServeSettings | None = None
     """The FastAPI app; the micro-batcher starts and stops with the app (its lifespan)."""
     settings = settings or ServeSettings()
     batcher = MicroBatcher(
-        lambda texts, options, stop: run_batch(
-            translator, texts, options, stop, settings.max_attention_tokens
+        lambda items, options, stop: run_batch(
+            translator, items, options, stop, settings.max_attention_tokens
         ),
         wait_ms=settings.batch_wait_ms,
         max_texts=settings.batch_texts,
@@ -267,11 +303,30 @@ def create_app(translator: TranslatorLike, settings: ServeSettings | None = None
         check_texts(texts, settings)
         sources = translator.encode(texts)  # whole texts (a long one is translated in parts)
         costs = text_costs(sources, translator.config, body.beam_size, body.attention, settings)
-        options = Options(body.beam_size, body.alpha, body.n_best, body.attention)
+        options = Options(body.beam_size, body.alpha, body.n_best, body.attention, body.sample, body.align)
+        items = [
+            Item(*entry, key)
+            for key, entry in enumerate(zip(texts, body.prefixes, body.constraint_lists, strict=True))
+        ]
         results = await _unless_disconnected(
-            request, _submit(batcher, texts, options, costs, settings.timeout)
+            request, _submit(batcher, items, options, costs, settings.timeout)
         )
         return Response(await run_in_threadpool(_json, results), media_type="application/json")
+
+    @app.post("/v1/translate/stream", responses=errors, response_class=StreamingResponse)
+    async def translate_stream(body: StreamRequest) -> StreamingResponse:
+        """Translate a document sentence by sentence; each sentence is a server-sent event when done."""
+        doc = split_checked(body, translator.info.get("src_lang") or "en", settings)
+        costs = sentence_costs(translator, doc, body, settings)
+        options = Options(body.beam_size, body.alpha, 1, False, body.sample)
+        items = [Item(sentence, key=key) for key, sentence in enumerate(doc.sentences)]
+
+        def submit(items: list[Item], options: Options, costs: list[int]) -> Coroutine:
+            return _submit(batcher, items, options, costs, settings.timeout)
+
+        events = sentence_events(doc, items, options, costs, submit)
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no proxy holds them back
+        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
 
     @app.get("/v1/health", responses={503: {"model": Error}})
     async def health() -> Response:

@@ -41,9 +41,9 @@ from aiayn.errors import TextError
 
 log = logging.getLogger("aiayn.serve")
 StopHook = Callable[[], bool]
-RunBatch = Callable[
-    [list[str], Any, StopHook], list[Any]
-]  # (texts, options, should_stop) -> one result per text
+# (texts, options, should_stop) -> one result per text; a text is whatever run_batch takes (the
+# server's: a string with its prefix and constraints), the batcher only counts them.
+RunBatch = Callable[[list[Any], Any, StopHook], list[Any]]
 
 
 class QueueFull(Exception):
@@ -56,7 +56,7 @@ class Unavailable(Exception):
 
 @dataclass(eq=False)
 class _Job:
-    texts: list[str]
+    texts: list[Any]
     costs: list[float]  # the work of each text (what max_work counts)
     options: Hashable  # jobs share a model call only when their options are equal
     future: asyncio.Future
@@ -162,7 +162,7 @@ class MicroBatcher:
 
     async def submit(
         self,
-        texts: list[str],
+        texts: list[Any],
         options: Hashable,
         costs: list[float] | None = None,
         timeout: float | None = None,
