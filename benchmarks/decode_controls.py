@@ -3,7 +3,8 @@ same test sentences with the control off and on, in one run, and the BLEU of ref
 as terminology constraints.
 
 Rows: plain beam 4 (the paper's search); a target prefix (each reference's first word); lexical
-constraints (dynamic beam allocation; each reference's longest word); sampling (top-p 0.9, one
+constraints (dynamic beam allocation) at beams 4 and 10: each reference's longest word, or the
+longest reference word the free output lacks (terminology the model got wrong); sampling (top-p 0.9, one
 sample: against greedy, the same number of rows); word alignments (`align=True`: one more
 teacher-forced pass); an ensemble of the model with itself (two steppers). Tokens per second
 counts output tokens (pieces, EOS not counted) over the wall time of `Translator.translate`.
@@ -24,6 +25,8 @@ import torch
 from aiayn.config import SamplingConfig
 from aiayn.decode.translator import Translator
 
+PUNCTUATION = ".,;:!?()’'\""
+
 
 def timed(translator: Translator, texts: list[str], **options) -> tuple[list[str], float]:
     """(outputs, output tokens per second)."""
@@ -32,6 +35,18 @@ def timed(translator: Translator, texts: list[str], **options) -> tuple[list[str
     seconds = time.perf_counter() - began
     tokens = sum(len(r[0].tokens) for r in results)
     return [r[0].text for r in results], tokens / seconds
+
+
+def missing_words(outputs: list[str], refs: list[str]) -> list[list[str] | None]:
+    """Per sentence the longest reference word (punctuation stripped) that the free output lacks,
+    the terminology case: a term the translator got wrong; None where it has every word."""
+    out = []
+    for hyp, ref in zip(outputs, refs, strict=True):
+        have = {w.strip(PUNCTUATION) for w in hyp.split()}
+        words = [w.strip(PUNCTUATION) for w in ref.split()]
+        lacking = [w for w in words if w and w not in have]
+        out.append([max(lacking, key=len)] if lacking else None)
+    return out
 
 
 def main() -> None:
@@ -47,11 +62,22 @@ def main() -> None:
     ref = raw.joinpath("test.tgt").read_text(encoding="utf-8").splitlines()[: args.sentences]
     translator = Translator.load(args.model_dir, "cpu")
     pair = Translator.load([args.model_dir, args.model_dir], "cpu")
-    longest = [[max(r.split(), key=len).strip(".,;:!?")] for r in ref]
+    longest = [[max(r.split(), key=len).strip(PUNCTUATION)] for r in ref]
+    missed = missing_words(translator.translate(src), ref)
     runs = {
         "beam 4": (translator, {}),
         "beam 4 + prefix (first reference word)": (translator, {"prefix": [r.split()[0] for r in ref]}),
         "beam 4 + constraints (longest reference word)": (translator, {"constraints": longest}),
+        "beam 10 + constraints (longest reference word)": (
+            translator,
+            {"constraints": longest, "beam_size": 10},
+        ),
+        "beam 4 + constraints (a reference word missed)": (translator, {"constraints": missed}),
+        "beam 10 + constraints (a reference word missed)": (
+            translator,
+            {"constraints": missed, "beam_size": 10},
+        ),
+        "beam 10": (translator, {"beam_size": 10}),
         "beam 4 + alignments": (translator, {"align": True}),
         "beam 4, ensemble of 2": (pair, {}),
         "greedy": (translator, {"beam_size": 1}),
