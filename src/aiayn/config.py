@@ -70,6 +70,11 @@ class _Serializable:
         return cls.from_dict(data)
 
     def replace(self, **changes):
+        """A copy with `changes` (field names) applied and checked; an unknown name is a ConfigError."""
+        unknown = sorted(set(changes) - {f.name for f in fields(self)})
+        if unknown:
+            names = ", ".join(f.name for f in fields(self))
+            raise ConfigError(f"{', '.join(unknown)}: not a {type(self).__name__} field ({names})")
         return dataclasses.replace(self, **changes)
 
 
@@ -234,9 +239,17 @@ class TrainConfig(_Serializable):
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
 
 
-@dataclass
+LENGTH_PENALTY_STYLES = ("gnmt", "len", "fairseq")  # see aiayn.decode.search
+
+
+@dataclass(frozen=True)
 class DecodeConfig(_Serializable):
-    """Beam search of section 6.1: beam 4, length penalty alpha 0.6, max length |src| + 50."""
+    """Beam search of section 6.1: beam 4, length penalty alpha 0.6, max length |src| + 50.
+
+    The one home of the decoding defaults: the CLI, the server's schema, `Translator.translate`
+    and evaluation all start from these. Frozen, so one can be shared (the server batches the
+    requests whose options are equal).
+    """
 
     beam_size: int = 4
     alpha: float = 0.6
@@ -247,7 +260,7 @@ class DecodeConfig(_Serializable):
     batch_tokens: int = 4096  # source tokens per decoding batch
 
     def __post_init__(self) -> None:
-        _check_choice("length_penalty_style", self.length_penalty_style, ("gnmt", "len", "fairseq"))
+        _check_choice("length_penalty_style", self.length_penalty_style, LENGTH_PENALTY_STYLES)
         if self.beam_size < 1:
             raise ConfigError(f"beam_size must be at least 1, got {self.beam_size}")
         if not 1 <= self.n_best <= self.beam_size:

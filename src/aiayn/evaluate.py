@@ -128,9 +128,11 @@ def evaluate_model(
     translator.model.eval()
     with tqdm(total=len(sources), desc=f"translating {split}", unit="sent", disable=not progress) as bar:
         hypotheses = translator.translate(
-            sources, d.beam_size, d.alpha, 1, d.max_len_a, d.max_len_b, d.length_penalty_style,
-            d.batch_tokens, on_split=functools.partial(_warn_split, src_path), progress=bar.update,
-        )  # fmt: skip
+            sources,
+            d.replace(n_best=1),
+            on_split=functools.partial(_warn_split, src_path),
+            progress=bar.update,
+        )
     translator.model.train(was_training)
     scores = {"split": split, **score_texts(hypotheses, references), "decode": d.to_dict()}
     if translator.int8:

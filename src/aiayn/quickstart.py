@@ -39,7 +39,7 @@ def quickstart_config(steps: int | None = QUICKSTART_STEPS, minutes: float | Non
     return RunConfig(
         model=ModelConfig.preset("tiny", **QUICKSTART_MODEL),
         train=TrainConfig(max_steps=steps, minutes=minutes, **QUICKSTART_TRAIN),
-        decode=DecodeConfig(beam_size=4, alpha=0.6),
+        decode=DecodeConfig(),  # the paper's search: beam 4, alpha 0.6
     )
 
 
@@ -89,7 +89,7 @@ def _pictures(model_dir: Path, out: Path, sentence: str) -> list[Path]:
     from aiayn.decode.translator import Translator
     from aiayn.viz import plot_training_curves, save_attention_png
 
-    attn = Translator.load(model_dir).attention(sentence, beam_size=4, alpha=0.6)
+    attn = Translator.load(model_dir).attention(sentence)
     pictures = [save_attention_png(attn, out / "attention.png", kind="cross")]
     if not (out / "metrics.jsonl").is_file():
         _say("   no training curves: the run stopped before its first log interval")

@@ -165,11 +165,11 @@ class GatedTranslator:
         self.config, self.info, self.model = translator.config, translator.info, translator.model
         self.batches: list[list[str]] = []
 
-    def translate(self, texts, **kwargs):
+    def translate(self, texts, options, **kwargs):
         self.batches.append(list(texts))
         self.entered.set()
         self.gate.wait(timeout=30)
-        return self.inner.translate(texts, **kwargs)
+        return self.inner.translate(texts, options, **kwargs)
 
     def attention_maps(self, src_ids, tokens):
         return self.inner.attention_maps(src_ids, tokens)

@@ -37,13 +37,13 @@ class Waiting:
         self.config, self.info, self.model = translator.config, translator.info, translator.model
         self.gate, self.entered, self.stopped = threading.Event(), threading.Event(), threading.Event()
 
-    def translate(self, texts, should_stop, **kwargs):
+    def translate(self, texts, options, should_stop, **kwargs):
         self.entered.set()
         while not self.gate.wait(timeout=0.005):
             if self.listens and should_stop():
                 self.stopped.set()
                 raise SearchStopped("stopped")
-        return self.inner.translate(texts, should_stop=should_stop, **kwargs)
+        return self.inner.translate(texts, options, should_stop=should_stop, **kwargs)
 
     def attention_maps(self, src_ids, tokens):
         return self.inner.attention_maps(src_ids, tokens)

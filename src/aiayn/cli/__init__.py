@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
 from aiayn.errors import AiaynError
 from aiayn.quickstart import QUICKSTART_STEPS
 
@@ -210,25 +211,29 @@ COMMANDS.append(_add_average)
 
 
 def _add_search_options(p: argparse.ArgumentParser) -> None:
-    """Beam search settings (section 6.1) shared by translate and evaluate."""
-    p.add_argument("--beam", type=int, default=4, help="beam size (paper: 4; 1 = greedy)")
-    p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent (paper: 0.6)")
+    """Beam search settings (section 6.1) shared by translate and evaluate; defaults: DecodeConfig's."""
+    d = DecodeConfig
+    p.add_argument("--beam", type=int, default=d.beam_size, help="beam size (paper: 4; 1 = greedy)")
+    p.add_argument("--alpha", type=float, default=d.alpha, help="length penalty exponent (paper: 0.6)")
     p.add_argument(
         "--length-penalty-style",
-        choices=["gnmt", "len", "fairseq"],
-        default="gnmt",
+        choices=list(LENGTH_PENALTY_STYLES),
+        default=d.length_penalty_style,
         help="gnmt: ((5+|Y|)/6)^alpha (paper); len: |Y|^alpha as HF generate; fairseq: |Y|^alpha, "
         "stopping once beam-size hypotheses end (fairseq, CTranslate2)",
     )
-    p.add_argument("--max-len-a", type=float, default=1.0, help="output at most a*|source|+b tokens")
-    p.add_argument("--max-len-b", type=int, default=50, help="see --max-len-a")
-    p.add_argument("--max-tokens", type=int, default=4096, help="source tokens per batch (padding counted)")
+    p.add_argument("--max-len-a", type=float, default=d.max_len_a, help="output at most a*|source|+b tokens")
+    p.add_argument("--max-len-b", type=int, default=d.max_len_b, help="see --max-len-a")
+    p.add_argument(
+        "--max-tokens", type=int, default=d.batch_tokens, help="source tokens per batch (padding counted)"
+    )
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: a GPU if there is one)")
     p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
 
 
-def _search_options(args: argparse.Namespace, n_best: int = 1) -> dict:
-    return dict(
+def _decode_config(args: argparse.Namespace, n_best: int = 1) -> DecodeConfig:
+    """The search the flags ask for; bad settings fail here, before any model loads."""
+    return DecodeConfig(
         beam_size=args.beam,
         alpha=args.alpha,
         n_best=n_best,
@@ -295,12 +300,10 @@ def _run_translate(args: argparse.Namespace) -> None:
     import contextlib
     from pathlib import Path
 
-    from aiayn.config import DecodeConfig
     from aiayn.decode.stream import read_document, translate_stream
     from aiayn.decode.translator import Translator
 
-    options = _search_options(args, args.nbest)
-    DecodeConfig(**options)  # bad settings fail before the model loads
+    options = _decode_config(args, args.nbest)
     controls = _controls(args)
     if args.input and not Path(args.input).is_file():
         raise AiaynError(f"{args.input}: no such file")
@@ -311,9 +314,9 @@ def _run_translate(args: argparse.Namespace) -> None:
         out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
         name = args.input or "<stdin>"
         if args.document:
-            out.write(translator.translate_document(read_document(lines, name), **options, **controls))
+            out.write(translator.translate_document(read_document(lines, name), options, **controls))
         else:
-            translate_stream(translator, lines, out, sys.stderr, name, **options, **controls)
+            translate_stream(translator, lines, out, sys.stderr, name, options=options, **controls)
 
 
 COMMANDS.append(_add_translate)
@@ -341,7 +344,6 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
 def _run_evaluate(args: argparse.Namespace) -> None:
     from pathlib import Path
 
-    from aiayn.config import DecodeConfig
     from aiayn.evaluate import evaluate_files, evaluate_model, write_scores
 
     if args.hyp or args.ref:
@@ -358,7 +360,7 @@ def _run_evaluate(args: argparse.Namespace) -> None:
             args.model_dir,
             args.data_dir,
             args.split,
-            DecodeConfig(**_search_options(args)),
+            _decode_config(args),
             out_dir=out,
             device=args.device,
             limit=args.limit,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from aiayn.config import DecodeConfig
+
 
 def add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -61,8 +63,10 @@ def add_attention(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layer", type=int, help="layer number, 1 = first (default: the last)")
     p.add_argument("--head", type=int, help="only this head, 1 = first (default: a grid of all heads)")
     p.add_argument("--kind", choices=["cross", "encoder", "decoder"], default="cross", help="which attention")
-    p.add_argument("--beam", type=int, default=4, help="beam size (paper: 4)")
-    p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent (paper: 0.6)")
+    p.add_argument("--beam", type=int, default=DecodeConfig.beam_size, help="beam size (paper: 4)")
+    p.add_argument(
+        "--alpha", type=float, default=DecodeConfig.alpha, help="length penalty exponent (paper: 0.6)"
+    )
     p.add_argument("--device", help="cpu, cuda, ... (default: a GPU if there is one)")
     p.set_defaults(handler=_run_attention)
 

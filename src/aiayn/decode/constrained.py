@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from aiayn.config import DecodeConfig
 from aiayn.decode.search import (
     STYLES,
     Hypothesis,
@@ -225,7 +226,7 @@ def constrained_beam_search(
     start_id: int,
     eos_id: int,
     banned: Sequence[int] = (),
-    alpha: float = 0.6,
+    alpha: float = DecodeConfig.alpha,
     style: str = "gnmt",
     n_best: int = 1,
     prefixes: Prefixes | None = None,

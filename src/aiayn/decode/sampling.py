@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from aiayn.config import SamplingConfig
+from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.decode.search import (
     Hypothesis,
     Prefixes,
@@ -84,7 +84,7 @@ def sample_search(
     start_id: int,
     eos_id: int,
     banned: Sequence[int] = (),
-    alpha: float = 0.6,
+    alpha: float = DecodeConfig.alpha,
     style: str = "gnmt",
     prefixes: Prefixes | None = None,
     device: torch.device | str = "cpu",

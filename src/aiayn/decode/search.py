@@ -42,7 +42,9 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-STYLES = ("gnmt", "len", "fairseq")
+from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
+
+STYLES = LENGTH_PENALTY_STYLES
 StopHook = Callable[[], bool]  # asked before every step; True: stop (raise SearchStopped)
 
 
@@ -144,7 +146,7 @@ def greedy_search(
     start_id: int,
     eos_id: int,
     banned: Sequence[int] = (),
-    alpha: float = 0.6,
+    alpha: float = DecodeConfig.alpha,
     style: str = "gnmt",
     prefixes: Prefixes | None = None,
     device: torch.device | str = "cpu",
@@ -299,7 +301,7 @@ def beam_search(
     start_id: int,
     eos_id: int,
     banned: Sequence[int] = (),
-    alpha: float = 0.6,
+    alpha: float = DecodeConfig.alpha,
     style: str = "gnmt",
     n_best: int = 1,
     prefixes: Prefixes | None = None,

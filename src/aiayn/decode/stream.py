@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from typing import IO, Any, BinaryIO
 
+from aiayn.config import DecodeConfig
 from aiayn.decode.align import pharaoh
 from aiayn.decode.translator import Translation, Translator
 from aiayn.errors import AiaynError
@@ -132,25 +133,29 @@ def translate_stream(
     warn: IO[str],
     name: str = "<stdin>",
     max_lines: int = 1000,
-    **options: Any,
+    options: DecodeConfig | None = None,
+    **controls: Any,
 ) -> int:
     """Translate every line of `lines` (bytes) to `out`, flushing after each chunk; returns the count.
 
-    `options` are `Translator.translate`'s (beam_size, alpha, n_best, prefix, constraints, ...);
-    `prefix` and `constraints` hold one entry per input line. Over-long lines are translated
-    sentence by sentence with a warning on `warn` that names the line.
+    `options`: the search (default: the paper's); `controls` are `Translator.translate`'s other
+    keywords (sample, align, prefix, constraints, ...), where `prefix` and `constraints` hold one
+    entry per input line. Over-long lines are translated sentence by sentence with a warning on
+    `warn` that names the line.
     """
     done = 0
-    n_best = options.get("n_best", 1)
-    prefix, constraints = options.pop("prefix", None), options.pop("constraints", None)
+    options = options or DecodeConfig()
+    prefix, constraints = controls.pop("prefix", None), controls.pop("constraints", None)
     for chunk in read_chunks(lines, name, max_lines):
         on_split = functools.partial(_warn_split, warn, name, done)
         per_line = {
             "prefix": _per_line(prefix, done, len(chunk), "the prefix file", name),
             "constraints": _per_line(constraints, done, len(chunk), "the constraints file", name),
         }
-        results = translator.translate(chunk, return_scores=True, on_split=on_split, **options, **per_line)
-        if n_best > 1:
+        results = translator.translate(
+            chunk, options, return_scores=True, on_split=on_split, **controls, **per_line
+        )
+        if options.n_best > 1:
             out.write(format_nbest(done + 1, results))
         else:
             out.write("".join(_line(hyps[0]) + "\n" for hyps in results))

@@ -4,6 +4,7 @@
     translator = Translator.load("runs/quickstart/model", int8=True)   # int8 linear layers, CPU
     translator.translate(["En el principio era el Verbo."])           # ['In the beginning ...']
     translator.translate(texts, beam_size=4, n_best=4)                 # [[Translation, ...], ...]
+    translator.translate(texts, DecodeConfig(beam_size=8, alpha=1.0))   # the same, as one object
 
     translator.translate(texts, prefix=["In the"], constraints=[["Word"]])   # steer the search
     translator.translate(texts, sample=SamplingConfig(top_p=0.9, seed=1))      # sample instead
@@ -245,17 +246,11 @@ class Translator:
     def translate(
         self,
         texts: list[str],
-        beam_size: int = 4,
-        alpha: float = 0.6,
-        n_best: int = 1,
-        max_len_a: float = 1.0,
-        max_len_b: int = 50,
-        length_penalty_style: str = "gnmt",
-        batch_tokens: int = 4096,
+        options: DecodeConfig | None = None,
+        *,
         return_scores: bool = False,
         on_split: SplitHook | None = None,
         progress: ProgressHook | None = None,
-        *,
         prefix: list[str | None] | None = None,
         constraints: list[list[str] | None] | None = None,
         sample: SamplingConfig | None = None,
@@ -264,8 +259,10 @@ class Translator:
         align_layer: int | None = None,
         should_stop: StopHook | None = None,
         keys: list[int] | None = None,
+        **search: Any,
     ) -> list[str] | list[list[Translation]]:
-        """Translate `texts` with beam search (greedy when beam_size is 1).
+        """Translate `texts` with beam search (greedy when beam_size is 1): the search of `options`
+        (default: DecodeConfig(), the paper's) with `search`'s fields changed (beam_size=2, ...).
 
         Returns a list of strings, or, with n_best > 1 or return_scores, for each text a list of up
         to n_best `Translation`s, best first (a text translated in parts: one, its parts' best
@@ -280,9 +277,7 @@ class Translator:
         text, what seeds its samples (default: its index; a server batching texts of several
         requests passes each text's index in its own request, so samples do not depend on batching).
         """
-        options = DecodeConfig(
-            beam_size, alpha, length_penalty_style, max_len_a, max_len_b, n_best, batch_tokens
-        )
+        options = (options or DecodeConfig()).replace(**search)
         if isinstance(texts, str):
             raise AiaynError("translate() takes a list of texts, not one string")
         units = self.sources(texts, on_split)
@@ -296,7 +291,7 @@ class Translator:
             for h in hyps
         ]
         out = self._texts(per_text, units, hyps, align or replace_unk, replace_unk, texts, align_layer)
-        if n_best == 1 and not return_scores:
+        if options.n_best == 1 and not return_scores:
             return [t[0].text for t in out]
         return out
 
@@ -344,16 +339,17 @@ class Translator:
             t.tokens, words, self.config.unk_id, t.alignment, source_text, decode
         )
 
-    def translate_document(self, text: str, **options: Any) -> str:
+    def translate_document(self, text: str, options: DecodeConfig | None = None, **controls: Any) -> str:
         """A document (paragraphs at blank lines) translated sentence by sentence, its layout kept;
-        `options` are `translate`'s."""
+        `options` and `controls` are `translate`'s."""
         doc = split_document(text, self.info.get("src_lang") or "en")
-        translations = self.translate(doc.sentences, **options) if doc.sentences else []
+        translations = self.translate(doc.sentences, options, **controls) if doc.sentences else []
         return join_document(doc, [t if isinstance(t, str) else t[0].text for t in translations])
 
     @torch.inference_mode()
-    def attention(self, text: str, beam_size: int = 4, alpha: float = 0.6) -> dict[str, Any]:
-        """Translate one text and return the attention of every layer on that translation.
+    def attention(self, text: str, options: DecodeConfig | None = None, **search: Any) -> dict[str, Any]:
+        """Translate one text (`translate`'s search) and return the attention of every layer on
+        that translation.
 
         Keys: translation (str); src_tokens (source pieces + "</s>"); tgt_tokens (output pieces +
         "</s>": the tokens each decoder position predicts); encoder, decoder, cross: lists with one
@@ -365,7 +361,7 @@ class Translator:
         if len(units) > 1:
             raise AiaynError(f"attention() takes one sentence of at most {source_limit(self.config)} tokens")
         src_ids = units[0]
-        hyp = self.translate_ids([src_ids], DecodeConfig(beam_size=beam_size, alpha=alpha))[0][0]
+        hyp = self.translate_ids([src_ids], (options or DecodeConfig()).replace(**search))[0][0]
         return self.attention_maps(src_ids, hyp.tokens)
 
     @torch.inference_mode()

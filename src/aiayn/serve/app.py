@@ -31,7 +31,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from aiayn.config import SamplingConfig
+from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.errors import AiaynError
 from aiayn.serve.batcher import MicroBatcher, QueueFull, StopHook, Unavailable
 from aiayn.serve.limits import BodyLimit, ClientError, ServeSettings, check_texts, output_limits, text_costs
@@ -66,7 +66,7 @@ class TranslatorLike(Protocol):
     info: dict[str, Any]
     model: Any
 
-    def translate(self, texts: list[str], **options: Any): ...
+    def translate(self, texts: list[str], options: DecodeConfig, **controls: Any): ...
 
     def attention_maps(self, src_ids: list[int], tokens: list[int]) -> dict[str, Any]: ...
 
@@ -77,10 +77,8 @@ class TranslatorLike(Protocol):
 class Options:
     """Decoding options: requests share a model call only when these are equal."""
 
-    beam_size: int
-    alpha: float
-    n_best: int
-    attention: bool
+    search: DecodeConfig
+    attention: bool = False
     sample: Sample | None = None
     align: bool = False
 
@@ -146,17 +144,16 @@ def run_batch(
     (with </s>), and the weights are those of exactly the translation returned.
     """
     sample = None if options.sample is None else SamplingConfig(**options.sample.model_dump())
-    search = dict(beam_size=options.beam_size, alpha=options.alpha, n_best=options.n_best, sample=sample)
-    search.update(return_scores=True, should_stop=should_stop, align=options.align)
+    common = dict(return_scores=True, should_stop=should_stop, align=options.align, sample=sample)
     if not options.attention:
-        found = translator.translate([i.text for i in items], **search, **_controls(items))
+        found = translator.translate([i.text for i in items], options.search, **common, **_controls(items))
         return [_translation(h) for h in found]
     out = []
     for item in items:
         (src_ids,) = translator.encode([item.text])
         (longest,) = output_limits([src_ids], translator.config, attention_tokens)
-        search.update(_controls([item]), max_len_a=0.0, max_len_b=longest)
-        (hyps,) = translator.translate([item.text], **search)
+        search = options.search.replace(max_len_a=0.0, max_len_b=longest)
+        (hyps,) = translator.translate([item.text], search, **common, **_controls([item]))
         attention = None
         if src_ids:  # "" or "  " has no tokens: nothing to attend to
             attention = _attention(translator.attention_maps(src_ids, hyps[0].tokens))
@@ -303,7 +300,7 @@ def create_app(translator: TranslatorLike, settings: ServeSettings | None = None
         check_texts(texts, settings)
         sources = translator.encode(texts)  # whole texts (a long one is translated in parts)
         costs = text_costs(sources, translator.config, body.beam_size, body.attention, settings)
-        options = Options(body.beam_size, body.alpha, body.n_best, body.attention, body.sample, body.align)
+        options = Options(body.search, body.attention, body.sample, body.align)
         items = [
             Item(*entry, key)
             for key, entry in enumerate(zip(texts, body.prefixes, body.constraint_lists, strict=True))
@@ -318,7 +315,7 @@ def create_app(translator: TranslatorLike, settings: ServeSettings | None = None
         """Translate a document sentence by sentence; each sentence is a server-sent event when done."""
         doc = split_checked(body, translator.info.get("src_lang") or "en", settings)
         costs = sentence_costs(translator, doc, body, settings)
-        options = Options(body.beam_size, body.alpha, 1, False, body.sample)
+        options = Options(body.search, sample=body.sample)
         items = [Item(sentence, key=key) for key, sentence in enumerate(doc.sentences)]
 
         def submit(items: list[Item], options: Options, costs: list[int]) -> Coroutine:

@@ -11,6 +11,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from aiayn.config import DecodeConfig
+
+DEFAULT = DecodeConfig()  # the paper's search (section 6.1), which a request changes field by field
 MAX_BEAM = 16  # a server caps it: memory grows with texts x beams, and beams past ~10 buy nothing
 MAX_TEXTS = 4096  # the most --max-batch may allow
 MAX_TEXT_CHARS = 100_000  # the most --max-chars may allow
@@ -38,9 +41,15 @@ class TranslateRequest(BaseModel):
     text: Text | Annotated[list[Text], Field(max_length=MAX_TEXTS)] = Field(
         description="A text or a list of texts to translate."
     )
-    beam_size: int = Field(4, ge=1, le=MAX_BEAM, description="Beam size (section 6.1: 4); 1 is greedy.")
-    alpha: float = Field(0.6, ge=0.0, le=10.0, description="Length penalty exponent (section 6.1: 0.6).")
-    n_best: int = Field(1, ge=1, le=MAX_BEAM, description="Hypotheses per text, best first (<= beam_size).")
+    beam_size: int = Field(
+        DEFAULT.beam_size, ge=1, le=MAX_BEAM, description="Beam size (section 6.1: 4); 1 is greedy."
+    )
+    alpha: float = Field(
+        DEFAULT.alpha, ge=0.0, le=10.0, description="Length penalty exponent (section 6.1: 0.6)."
+    )
+    n_best: int = Field(
+        DEFAULT.n_best, ge=1, le=MAX_BEAM, description="Hypotheses per text, best first (<= beam_size)."
+    )
     attention: bool = Field(False, description="Also return attention weights and subword tokens.")
     prefix: Text | Annotated[list[Text | None], Field(max_length=MAX_TEXTS)] | None = Field(
         None,
@@ -80,6 +89,11 @@ class TranslateRequest(BaseModel):
             raise ValueError(f"{name} has {len(value)} entries for {len(self.text)} texts")
 
     @property
+    def search(self) -> DecodeConfig:
+        """The request's search: the server's defaults (DecodeConfig's) with its fields."""
+        return DEFAULT.replace(beam_size=self.beam_size, alpha=self.alpha, n_best=self.n_best)
+
+    @property
     def texts(self) -> list[str]:
         return [self.text] if isinstance(self.text, str) else list(self.text)
 
@@ -106,9 +120,17 @@ class StreamRequest(BaseModel):
     text: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] = Field(
         description="A document: paragraphs at blank lines, split into sentences (Moses' rules)."
     )
-    beam_size: int = Field(4, ge=1, le=MAX_BEAM, description="Beam size (section 6.1: 4); 1 is greedy.")
-    alpha: float = Field(0.6, ge=0.0, le=10.0, description="Length penalty exponent (section 6.1: 0.6).")
+    beam_size: int = Field(
+        DEFAULT.beam_size, ge=1, le=MAX_BEAM, description="Beam size (section 6.1: 4); 1 is greedy."
+    )
+    alpha: float = Field(
+        DEFAULT.alpha, ge=0.0, le=10.0, description="Length penalty exponent (section 6.1: 0.6)."
+    )
     sample: Sample | None = Field(None, description="Draw one sample per sentence instead of searching.")
+
+    @property
+    def search(self) -> DecodeConfig:
+        return DEFAULT.replace(beam_size=self.beam_size, alpha=self.alpha)
 
 
 class Hypothesis(BaseModel):
