@@ -154,6 +154,11 @@ class ModelConfig(_Serializable):
         return self.bos_id if self.decoder_start_id is None else self.decoder_start_id
 
     @property
+    def banned_ids(self) -> list[int]:
+        """Ids an output never contains: padding, BOS and the decoder start token (not EOS)."""
+        return sorted({self.pad_id, self.bos_id, self.start_id} - {self.eos_id})
+
+    @property
     def zero_start(self) -> bool:
         """The decoder starts from <pad>, whose target embedding is zero (Marian's convention)."""
         return self.start_id == self.pad_id

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.decode.search import beam_search, greedy_search, length_penalty
-from aiayn.decode.stepper import TransformerStepper, banned_ids, decode_batch, max_lengths
+from aiayn.decode.stepper import TransformerStepper, decode_batch, max_lengths
 from aiayn.model.transformer import Transformer
 
 PAD, BOS, EOS = 0, 2, 3
@@ -66,7 +66,7 @@ def run(stepper_cls, model, src, k, max_len=12, **kw):
             else stepper_cls(model, src, k, max_len + 1)
         )
         return beam_search(
-            stepper, max_lens, beam_size=k, start_id=c.start_id, eos_id=c.eos_id, banned=banned_ids(c), **kw
+            stepper, max_lens, beam_size=k, start_id=c.start_id, eos_id=c.eos_id, banned=c.banned_ids, **kw
         )
 
 
@@ -112,11 +112,11 @@ def test_beam_one_equals_greedy_on_the_model():
             max_lens,
             start_id=c.start_id,
             eos_id=EOS,
-            banned=banned_ids(c),
+            banned=c.banned_ids,
         )
         beam = beam_search(
             TransformerStepper(model, src, 1, 20), max_lens, beam_size=1, start_id=c.start_id, eos_id=EOS,
-            banned=banned_ids(c),
+            banned=c.banned_ids,
         )  # fmt: skip
     assert [g[0].tokens for g in greedy] == [b[0].tokens for b in beam]
     assert [g[0].score for g in greedy] == pytest.approx([b[0].score for b in beam], abs=1e-5)

@@ -7,8 +7,9 @@ import shutil
 import pytest
 import torch
 
-from aiayn.decode.translator import Translation, Translator, load_tokenizer, token_batches
+from aiayn.decode.translator import Translation, Translator, token_batches
 from aiayn.errors import AiaynError
+from aiayn.tokenizers import load_tokenizer
 from toy_translation import toy_pairs
 
 

@@ -100,3 +100,7 @@ class Tokenizer:
     def pieces(self, ids: list[int]) -> list[str]:
         """The subword string of each id (for labelling attention axes)."""
         return [self._sp.id_to_piece(int(i)) for i in ids]
+
+    # One vocabulary for both sides (section 5.1): the target side is the source side.
+    encode_target = encode
+    target_pieces = pieces

@@ -64,11 +64,6 @@ class TransformerStepper:
         self.state.select(index)
 
 
-def banned_ids(config: ModelConfig) -> list[int]:
-    """Ids a hypothesis never contains: padding, BOS and the decoder start token (not EOS)."""
-    return sorted({config.pad_id, config.bos_id, config.start_id} - {config.eos_id})
-
-
 @dataclass
 class Controls:
     """What steers the search of one batch besides `DecodeConfig`, per sentence of the batch:
@@ -125,7 +120,7 @@ def decode_batch(
     common = dict(
         start_id=config.start_id,
         eos_id=config.eos_id,
-        banned=banned_ids(config),
+        banned=config.banned_ids,
         alpha=options.alpha,
         style=options.length_penalty_style,
         device=src.device,

@@ -43,7 +43,7 @@ from aiayn.model.io import load_model_dir
 from aiayn.model.linear import pack_for_inference
 from aiayn.model.quantize import check_int8_device, is_int8, quantize_int8
 from aiayn.model.transformer import Transformer
-from aiayn.safe_io import resolve_inside
+from aiayn.tokenizers import load_tokenizer
 
 ProgressHook = Callable[[int], None]  # called with the number of sentences just translated
 
@@ -57,22 +57,6 @@ class Translation:
     log_prob: float
     tokens: list[int]
     alignment: list[tuple[int, int]] | None = None  # (source word, target word) with align=True
-
-
-def load_tokenizer(model_dir: str | Path, info: dict[str, Any]) -> Any:
-    """The tokenizer that config.json's "tokenizer" entry names (SentencePiece, or Marian's)."""
-    settings = info.get("tokenizer") or {"type": "sentencepiece", "model": "spm.model"}
-    kind = settings.get("type")
-    if kind == "sentencepiece":
-        from aiayn.data.tokenizer import Tokenizer
-
-        where = f"{Path(model_dir) / 'config.json'}: tokenizer.model"
-        return Tokenizer.load(resolve_inside(model_dir, settings.get("model", "spm.model"), where))
-    if kind == "marian":
-        from aiayn.interop.marian_tokenizer import MarianVocabTokenizer
-
-        return MarianVocabTokenizer.from_settings(Path(model_dir), settings)
-    raise AiaynError(f"{Path(model_dir) / 'config.json'}: unknown tokenizer type {kind!r}")
 
 
 def _warn_split(index: int, length: int, limit: int, parts: int) -> None:
@@ -219,7 +203,7 @@ class Translator:
     def _controls(self, units, n, prefix, constraints, sample, keys) -> Controls:
         """Per source (texts' parts flattened): the prefix for a text's first part, constraints,
         and sampling keys (the text's key, default its index, * 4096 + part)."""
-        encode = getattr(self.tokenizer, "encode_target", self.tokenizer.encode)
+        encode = self.tokenizer.encode_target
         limit = target_limit(self.config)
         prefixes, phrases = (
             target_prefixes(prefix, n, encode, limit),
@@ -318,7 +302,7 @@ class Translator:
         """(source word, target word) pairs of (source ids + EOS, output ids) parts, in order."""
         if not parts:
             return []
-        target_pieces = getattr(self.tokenizer, "target_pieces", self.tokenizer.pieces)
+        target_pieces = self.tokenizer.target_pieces
         weights = alignment.cross_attention(self.model, [s for s, _ in parts], [o for _, o in parts], layer)
         pairs, src_offset, tgt_offset = [], 0, 0
         for (src, out), w in zip(parts, weights, strict=True):
@@ -332,7 +316,7 @@ class Translator:
         return pairs
 
     def _replace_unknown(self, t: Translation, source_text: str) -> str:
-        target_pieces = getattr(self.tokenizer, "target_pieces", self.tokenizer.pieces)
+        target_pieces = self.tokenizer.target_pieces
         words = alignment.word_index(target_pieces(t.tokens))
         decode = lambda ids: self.tokenizer.decode([ids])[0]  # noqa: E731
         return alignment.replace_unknown(
@@ -370,7 +354,7 @@ class Translator:
         tgt_in = [self.config.start_id] + tokens  # the decoder's inputs; it predicts tokens + EOS
         src = torch.tensor([src_ids], device=self.device)
         maps = self.model.attention_maps(src, torch.tensor([tgt_in], device=self.device))
-        target_pieces = getattr(self.tokenizer, "target_pieces", self.tokenizer.pieces)
+        target_pieces = self.tokenizer.target_pieces
         result: dict[str, Any] = {
             "translation": self.tokenizer.decode([tokens])[0],
             "src_tokens": self.tokenizer.pieces(src_ids[:-1]) + ["</s>"],

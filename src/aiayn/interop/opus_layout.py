@@ -22,7 +22,6 @@ import torch
 from torch import Tensor
 
 from aiayn.config import ModelConfig
-from aiayn.decode.stepper import banned_ids
 from aiayn.errors import AiaynError
 
 _SOURCE_ROWS = ("src_embed.weight",)
@@ -91,5 +90,5 @@ class OpusLayout:
             "forced_eos_token_id": eos,
             "bos_token_id": eos if config.zero_start else start,
             "decoder_start_token_id": start,
-            "bad_words_ids": [[self.target_id(i)] for i in banned_ids(config)],
+            "bad_words_ids": [[self.target_id(i)] for i in config.banned_ids],
         }
