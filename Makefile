@@ -8,13 +8,17 @@ DEB_PACKAGES := sword-text-sparv sword-text-kjv sword-text-web \
                 chromium chromium-driver
 PIP_FLAGS := -q -c constraints.txt
 
-.PHONY: demo test bench lint deb venv clean
+.PHONY: demo test test-fast bench lint deb venv clean
 
 demo: venv
 	$(VENV)/bin/aiayn quickstart
 
 test: venv
 	$(PY) -m pytest
+
+# The edit-test loop: everything but the end-to-end tests marked slow (`make test` runs those too).
+test-fast: venv
+	$(PY) -m pytest -m "not slow"
 
 bench: venv
 	$(PIP) install $(PIP_FLAGS) -e '.[bench]'
