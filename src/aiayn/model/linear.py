@@ -176,7 +176,8 @@ def route_linears(model: nn.Module) -> nn.Module:
     `RoutedLinear` and a Transformer's pre-softmax layer (3.4) a `RoutedOutputLayer`. The Parameters
     are the same objects in the same order: the state dict, a checkpoint's optimizer state and the
     tied embeddings are unchanged. Training calls it (and `pack_for_inference`); an unrouted model
-    computes with `F.linear`. Other modules (int8 or packed layers) are left as they are.
+    computes with `F.linear`. Other modules (int8 or packed layers) are left as they are; hooks on
+    a replaced layer are not carried over (add them after routing).
     """
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
