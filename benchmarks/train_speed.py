@@ -56,6 +56,7 @@ def smoothed_cross_entropy(logits, tgt_out):
 def build_aiayn(p: dict):
     """aiayn's Transformer and the trainer's loss (aiayn.train.loss.label_smoothed_nll)."""
     from aiayn.config import ModelConfig
+    from aiayn.model.linear import route_linears
     from aiayn.model.transformer import Transformer
     from aiayn.train.loss import label_smoothed_nll
 
@@ -63,7 +64,7 @@ def build_aiayn(p: dict):
         vocab_size=p["vocab"], d_model=p["d_model"], n_layers=p["n_layers"], n_heads=p["n_heads"],
         d_ff=p["d_ff"], dropout=DROPOUT,
     )  # fmt: skip
-    model = Transformer(config)
+    model = route_linears(Transformer(config))  # products through oneDNN, as aiayn's trainer does
 
     def loss_fn(src, tgt_in, tgt_out):
         loss, _ = label_smoothed_nll(model(src, tgt_in), tgt_out, SMOOTHING, PAD)

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from aiayn.config import EOS_ID, PAD_ID, ModelConfig
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.model.io import save_model_dir
+from aiayn.model.linear import route_linears
 from aiayn.model.transformer import Transformer
 
 LEXICON = {
@@ -68,7 +69,7 @@ def build_toy_model_dir(out_dir: Path, steps: int = 400) -> Path:
     config = ModelConfig(
         vocab_size=tokenizer.vocab_size, d_model=32, d_ff=64, n_heads=4, n_layers=2, dropout=0.0
     )
-    model = Transformer(config)
+    model = route_linears(Transformer(config))  # products through oneDNN, as aiayn's trainer does
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # matrices this small gain nothing from threads; a busy machine loses a lot
     try:

@@ -38,13 +38,14 @@ class ConfigError(AiaynError, ValueError):
     """A configuration value is invalid; the message says which and why."""
 
 
-def _check_choice(name: str, value: Any, choices: tuple) -> None:
+def check_choice(name: str, value: Any, choices: tuple) -> None:
+    """A ConfigError unless `value` is one of `choices` (every config of aiayn's uses it)."""
     if value not in choices:
         raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}")
 
 
-class _Serializable:
-    """to/from dict and YAML for the config dataclasses, with type-checked `key=value` overrides."""
+class Serializable:
+    """to/from dict and YAML for the config dataclasses (these and the Vision Transformer's)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -79,7 +80,7 @@ class _Serializable:
 
 
 @dataclass
-class ModelConfig(_Serializable):
+class ModelConfig(Serializable):
     """The Transformer of section 3. Defaults are the paper's base model (Table 3)."""
 
     vocab_size: int = 8000
@@ -178,10 +179,10 @@ class ModelConfig(_Serializable):
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
-        _check_choice("activation", self.activation, ("relu", "gelu", "swish"))
-        _check_choice("positions", self.positions, ("sinusoidal", "learned"))
-        _check_choice("sinusoid_layout", self.sinusoid_layout, ("interleaved", "concat"))
-        _check_choice("tie_embeddings", self.tie_embeddings, ("all", "decoder", "none"))
+        check_choice("activation", self.activation, ("relu", "gelu", "swish"))
+        check_choice("positions", self.positions, ("sinusoidal", "learned"))
+        check_choice("sinusoid_layout", self.sinusoid_layout, ("interleaved", "concat"))
+        check_choice("tie_embeddings", self.tie_embeddings, ("all", "decoder", "none"))
         if self.tie_embeddings == "all" and not self.shared_vocab and self.src_vocab_size != self.vocab_size:
             raise ConfigError(
                 "tie_embeddings='all' needs one shared vocabulary; set tie_embeddings='decoder' "
@@ -195,7 +196,7 @@ class ModelConfig(_Serializable):
 
 
 @dataclass
-class TrainConfig(_Serializable):
+class TrainConfig(Serializable):
     """The training recipe of section 5. Defaults are the paper's where it gives one."""
 
     max_tokens: int = 4096  # tokens per batch per device, padding included (5.1)
@@ -228,8 +229,8 @@ class TrainConfig(_Serializable):
     max_nonfinite: int = 5  # consecutive non-finite losses before training stops
 
     def __post_init__(self) -> None:
-        _check_choice("precision", self.precision, ("auto", "fp32", "bf16", "fp16"))
-        _check_choice("cpu_matmul", self.cpu_matmul, ("auto", "onednn", "mkl"))
+        check_choice("precision", self.precision, ("auto", "fp32", "bf16", "fp16"))
+        check_choice("cpu_matmul", self.cpu_matmul, ("auto", "onednn", "mkl"))
         if self.warmup_steps <= 0:
             raise ConfigError(f"warmup_steps must be positive, got {self.warmup_steps}")
         for name in ("max_tokens", "update_tokens", "log_every", "keep_last", "max_nonfinite", "eval_every"):
@@ -248,7 +249,7 @@ LENGTH_PENALTY_STYLES = ("gnmt", "len", "fairseq")  # see aiayn.decode.search
 
 
 @dataclass(frozen=True)
-class DecodeConfig(_Serializable):
+class DecodeConfig(Serializable):
     """Beam search of section 6.1: beam 4, length penalty alpha 0.6, max length |src| + 50.
 
     The one home of the decoding defaults: the CLI, the server's schema, `Translator.translate`
@@ -265,7 +266,7 @@ class DecodeConfig(_Serializable):
     batch_tokens: int = 4096  # source tokens per decoding batch
 
     def __post_init__(self) -> None:
-        _check_choice("length_penalty_style", self.length_penalty_style, LENGTH_PENALTY_STYLES)
+        check_choice("length_penalty_style", self.length_penalty_style, LENGTH_PENALTY_STYLES)
         if self.beam_size < 1:
             raise ConfigError(f"beam_size must be at least 1, got {self.beam_size}")
         if not 1 <= self.n_best <= self.beam_size:
@@ -273,7 +274,7 @@ class DecodeConfig(_Serializable):
 
 
 @dataclass
-class SamplingConfig(_Serializable):
+class SamplingConfig(Serializable):
     """Sampling instead of search (back-translation, diverse outputs): each next token is drawn
     from the model's distribution divided by `temperature`, cut to the `top_k` most probable
     tokens (0: all) and then to the smallest set holding `top_p` of the mass (Holtzman et al.,
@@ -335,7 +336,7 @@ def apply_overrides(configs: list[Any], overrides: list[str]) -> list[Any]:
 
 
 @dataclass
-class RunConfig(_Serializable):
+class RunConfig(Serializable):
     """What a run directory's config.yaml holds: the model, training and decoding configs."""
 
     model: ModelConfig = field(default_factory=ModelConfig)

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID
-from aiayn.data.batching import Batch, TokenBatchSampler, collate, iterate
+from aiayn.data.batching import Batch, BatchStream, TokenBatchSampler, collate
+from aiayn.errors import AiaynError
 
 MAX_TOKENS = 300
 
@@ -79,22 +80,34 @@ def test_oversized_sentences_are_dropped_and_counted():
     assert sorted(i for b in sampler.batches(0) for i in b) == [0, 3]
 
 
-def test_iterate_resumes_exactly_from_a_position(lengths):
+def taken(stream: BatchStream, n: int) -> list[tuple[int, int, list[int]]]:
+    """(epoch, index, batch) of the next n batches."""
+    out = []
+    for _ in range(n):
+        batch = stream.next()
+        out.append((stream.epoch, stream.index - 1, batch))
+    return out
+
+
+def test_batch_stream_resumes_exactly_from_a_position(lengths):
     src, tgt = lengths
     sampler = TokenBatchSampler(src, tgt, MAX_TOKENS, seed=7)
-    full = list(itertools.islice(iterate(sampler), 2 * len(sampler) + 5))
-    assert full[0][:2] == (0, 0) and full[len(sampler.batches(0))][:2] == (1, 0)
-    for k in (0, 17, len(sampler.batches(0)) + 3):
+    per_epoch = len(sampler.batches(0))
+    full = taken(BatchStream(sampler), 2 * len(sampler) + 5)
+    assert full[0][:2] == (0, 0) and full[per_epoch][:2] == (1, 0)
+    assert [b for _, _, b in full[:per_epoch]] == sampler.batches(0)
+    for k in (0, 17, per_epoch + 3):
         epoch, index, _ = full[k]
-        resumed = list(
-            itertools.islice(iterate(TokenBatchSampler(src, tgt, MAX_TOKENS, seed=7), epoch, index), 10)
-        )
-        assert resumed == full[k : k + 10]
+        resumed = BatchStream(TokenBatchSampler(src, tgt, MAX_TOKENS, seed=7), epoch, index)
+        assert taken(resumed, 10) == full[k : k + 10]
+    end = BatchStream(sampler, 0, per_epoch)  # a position saved at the end of an epoch
+    assert end.end_of_epoch and end.epochs_done == 1 and taken(end, 1) == [full[per_epoch]]
 
 
-def test_iterate_stops_when_nothing_fits():
+def test_batch_stream_refuses_an_epoch_without_batches():
     sampler = TokenBatchSampler(np.array([50]), np.array([50]), max_tokens=10)
-    assert list(itertools.islice(iterate(sampler), 3)) == []
+    with pytest.raises(AiaynError, match="yields no batches"):
+        BatchStream(sampler)
 
 
 def test_collate_shifts_and_pads_on_the_right():

@@ -13,14 +13,17 @@ from aiayn.model import linear as linear_module
 from aiayn.model.linear import (
     EXACT_ROWS,
     PackedLinear,
+    RoutedLinear,
+    RoutedOutputLayer,
     _OneDNNLinear,
     _use_onednn,
     linear,
     linear_backend,
     pack_for_inference,
     padded_rows,
-    project,
+    route_linears,
 )
+from aiayn.model.quantize import Int8Linear, quantize_int8
 from aiayn.model.transformer import Transformer
 
 needs_onednn = pytest.mark.skipif(not linear_backend.enabled, reason="oneDNN routing unavailable or off")
@@ -102,18 +105,45 @@ def test_disabled_backend_is_plain_f_linear(monkeypatch):
     assert torch.equal(linear(x, weight, bias), F.linear(x, weight, bias))
 
 
-def test_project_keeps_hooks_and_other_modules_working():
-    """A hooked nn.Linear and a dynamically quantised one are called as modules, not bypassed."""
-    layer = nn.Linear(4, 6)
-    seen = []
-    layer.register_forward_hook(lambda module, args, out: seen.append(out.shape))
-    x = torch.randn(16, 4)
-    out = project(layer, x)
-    assert seen == [torch.Size([16, 6])]
-    torch.testing.assert_close(out, F.linear(x, layer.weight, layer.bias))
-    quantised = torch.ao.quantization.quantize_dynamic(nn.Sequential(nn.Linear(4, 6)), {nn.Linear})[0]
-    assert type(quantised) is not nn.Linear
-    torch.testing.assert_close(project(quantised, x), quantised(x))
+def counting_linear(monkeypatch) -> list:
+    """Replace `linear` (what routed layers call) by itself plus a record of each call."""
+    calls = []
+
+    def counted(x, weight, bias=None):
+        calls.append(tuple(weight.shape))
+        return F.linear(x, weight, bias)
+
+    monkeypatch.setattr(linear_module, "linear", counted)
+    return calls
+
+
+def test_the_model_computes_with_f_linear_until_routed_from_outside(monkeypatch):
+    """The Transformer's own layers never call `linear`; `route_linears` swaps every product (23 in
+    a 2-layer model: qkv, out, 2 FFN per encoder layer, + cross q, kv, out per decoder layer, the
+    output layer) and keeps the very Parameters, their order and their state-dict names."""
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=50, d_model=32, d_ff=64, n_heads=2, n_layers=2, dropout=0.0)
+    model = Transformer(config).eval()
+    reference = copy.deepcopy(model)
+    params, names = list(model.parameters()), list(model.state_dict())
+    calls = counting_linear(monkeypatch)
+    src, tgt = torch.randint(4, 50, (3, 9)), torch.randint(4, 50, (3, 6))
+    model(src, tgt)
+    assert calls == []
+    assert route_linears(model) is model
+    assert all(a is b for a, b in zip(model.parameters(), params, strict=True))
+    assert list(model.state_dict()) == names and model.output_weight is model.tgt_embed.weight
+    assert not any(type(m) is nn.Linear for m in model.modules())
+    assert isinstance(model.output_layer, RoutedOutputLayer)
+    torch.testing.assert_close(model(src, tgt), reference(src, tgt), rtol=0, atol=0)  # F.linear here
+    assert len(calls) == 2 * 4 + 2 * 7 + 1 and calls[-1] == (50, 32)
+
+
+def test_route_linears_leaves_other_modules_as_they_are():
+    model = quantize_int8(Transformer(ModelConfig(vocab_size=50, d_model=32, d_ff=64, n_heads=2, n_layers=1)))
+    before = [type(m) for m in model.modules()]
+    assert [type(m) for m in route_linears(model).modules()] == before
+    assert Int8Linear in before and RoutedLinear not in before
 
 
 @needs_onednn
@@ -153,6 +183,8 @@ def test_pack_for_inference_keeps_what_the_model_computes(monkeypatch):
 def test_pack_for_inference_keeps_layers_where_packing_does_not_pay(monkeypatch):
     model = Transformer(ModelConfig(vocab_size=50, d_model=32, d_ff=64, n_heads=2, n_layers=1)).eval()
     monkeypatch.setattr(linear_module, "_packed_rows", lambda layer: frozenset())
-    assert pack_for_inference(model) == 0 and model.output_layer is None
+    assert pack_for_inference(model) == 0
+    assert not any(isinstance(m, PackedLinear) for m in model.modules())
+    assert isinstance(model.output_layer, RoutedOutputLayer)  # routed through `linear`, not packed
     monkeypatch.setattr(linear_backend, "enabled", False)
     assert pack_for_inference(model) == 0  # oneDNN routing off: nothing is measured or packed

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from aiayn.config import ConfigError
+from aiayn.config import ConfigError, ModelConfig
 from aiayn.errors import AiaynError
+from aiayn.model.layers import LayerSettings
 from aiayn.model.transformer import Encoder
 from aiayn.vision.io import load_vision_model, save_vision_model
 from aiayn.vision.model import VisionConfig, VisionTransformer
@@ -113,6 +114,20 @@ def test_sinusoidal_positions_are_fixed_and_not_saved():
 def test_bad_configs_are_refused(changes, message):
     with pytest.raises(ConfigError, match=message):
         tiny_config(**changes)
+
+
+def test_the_encoder_reads_the_vision_config_itself():
+    """No ModelConfig with a placeholder vocabulary in between: VisionConfig has every setting a
+    stack of 3.1 layers reads (LayerSettings), at the text model's defaults where it has no field."""
+    c = tiny_config(norm_first=False)
+    text = ModelConfig()
+    for name in LayerSettings.__annotations__:
+        assert hasattr(text, name) and hasattr(c, name), name
+    assert (c.key_dim, c.value_dim, c.use_final_norm) == (c.d_model // c.n_heads,) * 2 + (False,)
+    assert (c.activation_dropout, c.layer_norm_eps) == (text.activation_dropout, text.layer_norm_eps)
+    encoder = VisionTransformer(c).encoder
+    assert encoder.norm is None and len(encoder.layers) == c.n_layers
+    assert encoder.layers[0].ffn.linear1.out_features == c.d_ff
 
 
 def test_model_directory_round_trip(tmp_path):

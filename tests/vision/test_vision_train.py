@@ -84,6 +84,46 @@ def test_an_interrupted_run_resumes_exactly(tmp_path, quadrant_splits, one_threa
     assert steps == sorted(steps)  # rows after the checkpoint were not logged twice
 
 
+def test_a_checkpoint_from_before_the_shared_loop_resumes_exactly(
+    tmp_path, quadrant_splits, one_thread, monkeypatch
+):
+    """The trainer skeleton (aiayn.train.loop) saves one RNG state per rank and the world size; the
+    vision trainer's own checkpoints had one state and no world size, and still resume exactly."""
+    recipe = quick_recipe(epochs=2, crop_pad=1, flip=True)  # augmentation draws random numbers
+    straight = train_vision(tmp_path / "straight", quadrant_splits, TINY, recipe, progress=False)
+    monkeypatch.setattr(vision_train, "StopSignals", lambda: StopAfter(40))
+    train_vision(tmp_path / "resumed", quadrant_splits, TINY, recipe, progress=False)
+    monkeypatch.undo()
+    [saved] = checkpoint.list_checkpoints(tmp_path / "resumed")
+    state = torch.load(saved / "trainer_state.pt", weights_only=True)
+    assert state["world_size"] == 1 and len(state["rng"]) == 1
+    state["rng"] = state["rng"][0]
+    del state["world_size"]
+    state["loop"] = {k: state["loop"][k] for k in ("step", "epoch", "index", "seconds")}
+    torch.save(state, saved / "trainer_state.pt")  # as the vision trainer wrote it before
+    resumed = train_vision(tmp_path / "resumed", quadrant_splits, TINY, recipe, progress=False)
+    a = load_file(straight.model_dir / "model.safetensors")
+    b = load_file(resumed.model_dir / "model.safetensors")
+    assert resumed.step == straight.step == 64 and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_another_state_version_is_refused_in_one_line(tmp_path, quadrant_splits, one_thread):
+    train_vision(tmp_path, quadrant_splits, TINY, quick_recipe(epochs=1), progress=False)
+    [saved] = checkpoint.list_checkpoints(tmp_path)
+    state = torch.load(saved / "trainer_state.pt", weights_only=True)
+    torch.save({**state, "version": 99}, saved / "trainer_state.pt")
+    with pytest.raises(AiaynError, match=r"step_000032: trainer state version 99 is not 1$"):
+        train_vision(tmp_path, quadrant_splits, TINY, quick_recipe(epochs=2), progress=False)
+
+
+def test_the_last_steps_are_logged_when_the_run_stops_between_logs(tmp_path, quadrant_splits, one_thread):
+    """The shared loop's rule, which the translation trainer had alone: a run that ends between two
+    `log_every` steps still writes the train row of its last steps."""
+    train_vision(tmp_path, quadrant_splits, TINY, quick_recipe(epochs=1, log_every=5), progress=False)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["kind"] == "train"] == [5, 10, 15, 20, 25, 30, 32]
+
+
 def test_resuming_with_another_model_is_refused(tmp_path, quadrant_splits, one_thread):
     train_vision(tmp_path, quadrant_splits, TINY, quick_recipe(epochs=1), progress=False)
     with pytest.raises(AiaynError, match="another model config"):

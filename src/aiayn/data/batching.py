@@ -12,18 +12,19 @@ the batches of all windows are shuffled together. A pair wider than `max_tokens`
 dropped (counted in `n_oversized`), so no batch ever exceeds `max_tokens`. With several ranks the
 shuffled list is dealt out round-robin and the last `len % world_size` batches sit out that epoch
 (a different few each epoch): every rank runs the same number of steps, and the ranks' batches are
-disjoint. Everything is a function of (seed, epoch), so a position (epoch, index) resumes exactly.
+disjoint. Everything is a function of (seed, epoch), so a position (epoch, index) resumes exactly:
+`BatchStream` is the trainers' endless stream of batches from such a position.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from aiayn.config import BOS_ID, PAD_ID
+from aiayn.errors import AiaynError
 
 DEFAULT_WINDOW = 1 << 17  # sentences sorted together: the whole corpus below ~131k pairs
 
@@ -100,21 +101,45 @@ class TokenBatchSampler:
         return self.num_batches(0)
 
 
-def iterate(
-    sampler: TokenBatchSampler, start_epoch: int = 0, start_index: int = 0
-) -> Iterator[tuple[int, int, list[int]]]:
-    """(epoch, index within the epoch, batch indices) from a position on, epoch after epoch, forever.
+class BatchStream:
+    """An endless stream of one rank's batches with a resumable position (epoch, index).
 
-    A trainer that saved the position of the next batch, (epoch, index), resumes exactly from it.
+    `sampler.batches(epoch)` (a `TokenBatchSampler`'s, or any deterministic function of the epoch)
+    is a function of (seed, epoch, rank, world_size), so the position alone recovers where a run
+    stopped: resuming at (epoch, index) yields the batches the uninterrupted run would have taken.
     """
-    epoch, index = start_epoch, start_index
-    while True:
-        batches = sampler.batches(epoch)
-        if not batches and epoch > start_epoch:
-            return  # nothing fits: stop instead of spinning
-        for i in range(index, len(batches)):
-            yield epoch, i, batches[i]
-        epoch, index = epoch + 1, 0
+
+    def __init__(self, sampler, epoch: int = 0, index: int = 0):
+        self.sampler = sampler
+        self.epoch, self.index = epoch, index
+        self._batches = sampler.batches(epoch)
+        if not self._batches:
+            raise AiaynError("the training split yields no batches (is it empty, or max_tokens too small?)")
+
+    @property
+    def end_of_epoch(self) -> bool:
+        """Whether every batch of the current epoch has been taken."""
+        return self.index >= len(self._batches)
+
+    @property
+    def epochs_done(self) -> int:
+        """Whole epochs consumed so far (the current one counts once all its batches are taken)."""
+        return self.epoch + self.end_of_epoch
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return self.epoch, self.index
+
+    def next(self):
+        """The next batch's example indices, crossing into the next epoch when one ends."""
+        if self.end_of_epoch:
+            self.epoch, self.index = self.epoch + 1, 0
+            self._batches = self.sampler.batches(self.epoch)
+            if not self._batches:
+                raise AiaynError(f"epoch {self.epoch} of the training split yields no batches")
+        batch = self._batches[self.index]
+        self.index += 1
+        return batch
 
 
 @dataclass

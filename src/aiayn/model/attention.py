@@ -13,8 +13,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.model.linear import project
-
 
 def causal_mask(q_len: int, k_len: int, device: torch.device | None = None) -> Tensor:
     """(q_len, k_len) bool, True where query i may see key j: j <= i + (k_len - q_len)."""
@@ -155,7 +153,7 @@ class MultiHeadAttention(nn.Module):
 
     def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Encoder output (batch, src_len, d_model) -> K (batch, heads, src_len, d_k), V (..., d_v)."""
-        k, v = self._split(project(self.kv_proj, memory), (self.d_k, self.d_v))
+        k, v = self._split(self.kv_proj(memory), (self.d_k, self.d_v))
         return k, v
 
     def forward(
@@ -174,14 +172,14 @@ class MultiHeadAttention(nn.Module):
         Cross-attention: K, V come from `memory_kv` (precomputed) or are projected from `memory`.
         """
         if self.cross:
-            q = self._split(project(self.q_proj, x), (self.d_k,))[0]  # (batch, heads, q_len, d_k)
+            q = self._split(self.q_proj(x), (self.d_k,))[0]  # (batch, heads, q_len, d_k)
             k, v = memory_kv if memory_kv is not None else self.project_kv(memory)
         else:
-            q, k, v = self._split(project(self.qkv_proj, x), (self.d_k, self.d_k, self.d_v))
+            q, k, v = self._split(self.qkv_proj(x), (self.d_k, self.d_k, self.d_v))
             if cache is not None:
                 k, v = cache.append(k, v)
         dropout = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal, dropout, need_weights)
         b, _, t, _ = out.shape
         out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_v)  # (batch, q_len, heads * d_v)
-        return project(self.out_proj, out), weights
+        return self.out_proj(out), weights

@@ -1,4 +1,4 @@
-"""Embeddings and positional encodings (sections 3.4 and 3.5).
+"""Embeddings, the pre-softmax linear transformation (section 3.4) and positional encodings (3.5).
 
 Token embeddings are multiplied by sqrt(d_model) (3.4). Sinusoidal encodings follow 3.5 exactly:
 PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)); the
@@ -16,6 +16,7 @@ import math
 from functools import partial
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 
@@ -79,6 +80,18 @@ class TokenEmbedding(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         """tokens (batch, len) -> (batch, len, d_model)."""
         return nn.functional.embedding(tokens, self.weight) * self.scale
+
+
+class OutputLayer(nn.Module):
+    """3.4's pre-softmax linear transformation: h (..., d_model) -> logits h W^T + b (..., vocab).
+
+    W and b are the Transformer's parameters `output_weight` (with tied embeddings, the embedding
+    matrix) and `output_bias`, passed in: model files name them so. It is a module so that a faster
+    product can take its place from outside (aiayn.model.linear, aiayn.model.quantize).
+    """
+
+    def forward(self, h: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        return F.linear(h, weight, bias)
 
 
 def _drop_row_grad(grad: Tensor, row: int) -> Tensor:

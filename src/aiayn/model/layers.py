@@ -8,15 +8,33 @@ after the stack (`ModelConfig.final_norm`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.config import ModelConfig
 from aiayn.model.attention import KVCache, MultiHeadAttention
-from aiayn.model.linear import project
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+
+
+class LayerSettings(Protocol):
+    """What a stack of 3.1 layers reads from its config: `ModelConfig` has it all, and so has the
+    Vision Transformer's config (`aiayn.vision.model.VisionConfig`), which has no vocabulary."""
+
+    d_model: int
+    d_ff: int
+    n_heads: int
+    key_dim: int  # d_k of 3.2.2
+    value_dim: int  # d_v
+    n_layers: int  # N: the encoder's (the decoder reads ModelConfig.decoder_layers)
+    dropout: float  # P_drop (5.4)
+    attention_dropout: float
+    activation_dropout: float
+    activation: str  # a key of ACTIVATIONS
+    norm_first: bool
+    use_final_norm: bool
+    layer_norm_eps: float
 
 
 class FeedForward(nn.Module):
@@ -30,16 +48,16 @@ class FeedForward(nn.Module):
         self.dropout = dropout
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.activation(project(self.linear1, x))  # (batch, len, d_ff)
+        h = self.activation(self.linear1(x))  # (batch, len, d_ff)
         if self.dropout:
             h = F.dropout(h, self.dropout, self.training)
-        return project(self.linear2, h)
+        return self.linear2(h)
 
 
 class _Residual(nn.Module):
     """One sub-layer connection of 3.1: residual, dropout (5.4) and layer normalisation."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: LayerSettings):
         super().__init__()
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.dropout = config.dropout
@@ -55,7 +73,7 @@ class _Residual(nn.Module):
         return out if self.norm_first else self.norm(out)
 
 
-def _attention(config: ModelConfig, cross: bool = False) -> MultiHeadAttention:
+def _attention(config: LayerSettings, cross: bool = False) -> MultiHeadAttention:
     c = config
     return MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, cross, c.key_dim, c.value_dim)
 
@@ -63,7 +81,7 @@ def _attention(config: ModelConfig, cross: bool = False) -> MultiHeadAttention:
 class EncoderLayer(nn.Module):
     """3.1 encoder layer: multi-head self-attention, then the feed-forward network."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: LayerSettings):
         super().__init__()
         self.self_attn = _attention(config)
         self.ffn = FeedForward(config.d_model, config.d_ff, config.activation, config.activation_dropout)
@@ -82,7 +100,7 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """3.1 decoder layer: masked self-attention, encoder-decoder attention, feed-forward."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: LayerSettings):
         super().__init__()
         self.self_attn, self.cross_attn = _attention(config), _attention(config, cross=True)
         self.ffn = FeedForward(config.d_model, config.d_ff, config.activation, config.activation_dropout)

@@ -1,5 +1,6 @@
 """The model's matrix products (the projections of 3.2.2, Eq. 2 and the pre-softmax linear of 3.4),
-routed through oneDNN on the CPU.
+routed through oneDNN on the CPU. The model's own layers compute with `F.linear`; `route_linears`
+swaps them, from outside, for layers that call `linear` (training and `Translator.load` do).
 
 PyTorch computes `F.linear` on the CPU with MKL's sgemm, which on AMD processors runs a slower code
 path than on Intel's; oneDNN (shipped inside PyTorch) has its own AVX-512 kernels and runs the same
@@ -33,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.errors import AiaynError
+from aiayn.model.embedding import OutputLayer
 
 MIN_ROWS = 4  # below this oneDNN's per-call overhead outweighs its faster kernels (one decoding row)
 EXACT_ROWS = 64  # up to this many rows shapes are used as they are; above, 32 sizes per octave
@@ -144,15 +146,46 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return F.linear(x, weight, bias)
 
 
-def project(layer: nn.Module, x: Tensor) -> Tensor:
-    """`layer(x)`, through `linear` when `layer` is a plain `nn.Linear` without hooks.
+class RoutedLinear(nn.Linear):
+    """An `nn.Linear` computed by `linear`; `route_linears` puts it in place of the plain one."""
 
-    Any other module (a dynamically quantised Linear, one with forward hooks) is called as it is,
-    so quantisation and hooks keep working.
+    def forward(self, x: Tensor) -> Tensor:
+        """x (..., in) -> (..., out)."""
+        return linear(x, self.weight, self.bias)
+
+
+class RoutedOutputLayer(OutputLayer):
+    """The pre-softmax linear transformation (3.4) computed by `linear`."""
+
+    def forward(self, h: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        """h (..., d_model) -> (..., vocab)."""
+        return linear(h, weight, bias)
+
+
+def _routed(layer: nn.Linear) -> RoutedLinear:
+    """A RoutedLinear holding `layer`'s own Parameters (so ties, optimizers and names stay put)."""
+    routed = RoutedLinear(layer.in_features, layer.out_features, layer.bias is not None, device="meta")
+    routed.weight, routed.bias = layer.weight, layer.bias
+    return routed
+
+
+def route_linears(model: nn.Module) -> nn.Module:
+    """Compute `model`'s matrix products through `linear`, in place; returns `model`.
+
+    Every plain `nn.Linear` (the projections of 3.2.2, the two layers of Eq. 2) becomes a
+    `RoutedLinear` and a Transformer's pre-softmax layer (3.4) a `RoutedOutputLayer`. The Parameters
+    are the same objects in the same order: the state dict, a checkpoint's optimizer state and the
+    tied embeddings are unchanged. Training calls it (and `pack_for_inference`); an unrouted model
+    computes with `F.linear`. Other modules (int8 or packed layers) are left as they are; hooks on
+    a replaced layer are not carried over (add them after routing).
     """
-    if type(layer) is nn.Linear and not (layer._forward_hooks or layer._forward_pre_hooks):
-        return linear(x, layer.weight, layer.bias)
-    return layer(x)
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) is nn.Linear:
+                setattr(module, name, _routed(child))
+            elif type(child) is OutputLayer:
+                setattr(module, name, RoutedOutputLayer())
+    return model
 
 
 class PackedLinear(nn.Module):
@@ -174,8 +207,9 @@ class PackedLinear(nn.Module):
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().float().contiguous(), 64)
         self.packed_rows = packed_rows
 
-    def forward(self, x: Tensor) -> Tensor:
-        """x (..., in) float32 on the CPU -> (..., out)."""
+    def forward(self, x: Tensor, *model_weights: Tensor | None) -> Tensor:
+        """x (..., in) float32 on the CPU -> (..., out). As a Transformer's pre-softmax layer it is
+        also passed the model's output weight and bias (`model_weights`): its own already."""
         rows = x.numel() // x.size(-1)
         if ("one" if rows < MIN_ROWS else "many") not in self.packed_rows:
             return linear(x, self.weight, self.bias)
@@ -210,10 +244,12 @@ def _packed_rows(layer: PackedLinear) -> frozenset:
 
 
 def pack_for_inference(model: nn.Module) -> int:
-    """Give a float32 CPU Transformer `PackedLinear` layers (every nn.Linear, and the output layer)
-    where they measure faster than `linear` on this machine, once per weight shape. Returns how
-    many layers use a packed weight for some row counts. For `Translator.load`; training never packs.
+    """Route a Transformer's products through `linear` (`route_linears`), then, on a float32 CPU
+    model, give it `PackedLinear` layers (every linear layer, and the output layer) where they
+    measure faster than `linear` on this machine, once per weight shape. Returns how many layers
+    use a packed weight for some row counts. For `Translator.load`; training never packs.
     """
+    route_linears(model)
     weight = getattr(model, "output_weight", None)
     if weight is None or not linear_backend.enabled or weight.device.type != "cpu":
         return 0
@@ -223,7 +259,7 @@ def pack_for_inference(model: nn.Module) -> int:
         (module, name, child.weight, child.bias)
         for module in list(model.modules())
         for name, child in module.named_children()
-        if type(child) is nn.Linear
+        if isinstance(child, nn.Linear)
     ] + [(model, "output_layer", model.output_weight, model.output_bias)]
     decided: dict[tuple[int, int], frozenset] = {}
     count = 0

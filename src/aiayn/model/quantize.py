@@ -108,8 +108,9 @@ class Int8Linear(nn.Module):
         bias = None if bias is None else bias.detach().float().cpu()
         self._packed = torch.ops.quantized.linear_prepack(qweight, bias)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """x (..., in) float32 -> (..., out) float32."""
+    def forward(self, x: Tensor, *model_weights: Tensor | None) -> Tensor:
+        """x (..., in) float32 -> (..., out) float32. As a Transformer's pre-softmax layer it is also
+        passed the model's float32 output weight and bias (`model_weights`), which it does not read."""
         return torch.ops.quantized.linear_dynamic(x, self._packed, reduce_range=False)
 
     def weight(self) -> Tensor:
@@ -136,28 +137,27 @@ def int8_linear(weight: Tensor, bias: Tensor | None = None, path: Int8Path | Non
 
 
 def is_int8(model: nn.Module) -> bool:
-    """Whether `quantize_int8` has been applied to `model`."""
-    return bool(getattr(model, "int8", False))
+    """Whether `quantize_int8` has been applied to `model` (it has int8 layers)."""
+    return any(isinstance(module, Int8Linear) for module in model.modules())
 
 
 def quantize_int8(model: nn.Module, output_layer: bool = True, path: Int8Path | None = None) -> nn.Module:
     """Quantise `model` (a Transformer) for int8 inference, in place; returns it in eval mode.
 
-    Every `nn.Linear` (or `PackedLinear`) becomes an `Int8Linear`; with `output_layer`, the pre-softmax linear
-    transformation too (`Transformer.output_layer`). The model must be on the CPU. Quantising an
-    already quantised model does nothing. `path` defaults to `choose_int8_path()`.
+    Every linear layer (`nn.Linear`, routed through oneDNN or packed for it) becomes an
+    `Int8Linear`; with `output_layer`, the pre-softmax linear transformation too (the Transformer's
+    `output_layer`, put in place from outside). The model must be on the CPU. Quantising an already
+    quantised model does nothing. `path` defaults to `choose_int8_path()`.
     """
     if is_int8(model):
         return model
     check_int8_device(next(model.parameters()).device)
     path = path or choose_int8_path()
     model.eval()
-    count = model.num_parameters()  # before the Linear weights stop being Parameters
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
-            if type(child) in (nn.Linear, PackedLinear):  # float32 layers, packed for oneDNN or not
+            if isinstance(child, nn.Linear | PackedLinear):  # float32 layers, however they compute
                 setattr(module, name, Int8Linear(child.weight, child.bias, path))
     if output_layer and hasattr(model, "output_weight"):
         model.output_layer = Int8Linear(model.output_weight, model.output_bias, path)
-    model.int8, model.float_parameters = True, count
     return model

@@ -15,9 +15,14 @@ from torch import Tensor, nn
 
 from aiayn.config import ModelConfig
 from aiayn.model.attention import KVCache, MultiHeadAttention
-from aiayn.model.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, hold_row_at_zero
-from aiayn.model.layers import DecoderLayer, EncoderLayer
-from aiayn.model.linear import linear
+from aiayn.model.embedding import (
+    LearnedPositions,
+    OutputLayer,
+    SinusoidalPositions,
+    TokenEmbedding,
+    hold_row_at_zero,
+)
+from aiayn.model.layers import DecoderLayer, EncoderLayer, LayerSettings
 
 
 class Encoder(nn.Module):
@@ -26,7 +31,7 @@ class Encoder(nn.Module):
     It takes vectors, not token ids, so any embedding (words, image patches) can feed it.
     """
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: LayerSettings):
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.use_final_norm else None
@@ -125,13 +130,11 @@ class Transformer(nn.Module):
         else:
             self.output_weight = self.tgt_embed.weight
         self.output_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.final_logits_bias else None
+        self.output_layer = OutputLayer()
         if config.zero_start:
             hold_row_at_zero(self.tgt_embed.weight, config.pad_id)
-        # Set by int8 quantisation (aiayn.model.quantize): an int8 pre-softmax layer used instead
-        # of the float32 matmul, and the parameter count before the Linear weights became int8.
-        self.output_layer: nn.Module | None = None
-        self.int8, self.float_parameters = False, 0
         self._init_projections()
+        self._n_parameters = sum(p.numel() for p in self.parameters())  # shared ones once
 
     @staticmethod
     def _positions(config: ModelConfig) -> nn.Module:
@@ -155,10 +158,12 @@ class Transformer(nn.Module):
 
     # -- pieces ---------------------------------------------------------------------------------
     def num_parameters(self) -> int:
-        """Trainable parameters, each shared tensor counted once (an int8 model: before quantisation)."""
-        if self.int8:
-            return self.float_parameters
-        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+        """The model's parameters (Table 3's "params"), each shared tensor counted once.
+
+        Counted when the model was built: a layer put in place of one of its own later, from outside
+        (one whose weights are int8 and no float Parameters), stands for the same parameters.
+        """
+        return self._n_parameters
 
     def _embed(self, tokens: Tensor, embed: TokenEmbedding, pos: nn.Module, offset: int = 0) -> Tensor:
         """3.4 + 3.5: scaled embedding plus positions, then dropout (5.4). -> (batch, len, d_model)"""
@@ -179,9 +184,7 @@ class Transformer(nn.Module):
 
     def logits(self, h: Tensor) -> Tensor:
         """Pre-softmax linear transformation (3.4): (..., d_model) -> (..., vocab)."""
-        if self.output_layer is not None:
-            return self.output_layer(h)
-        return linear(h, self.output_weight, self.output_bias)
+        return self.output_layer(h, self.output_weight, self.output_bias)
 
     # -- the passes -----------------------------------------------------------------------------
     def encode(self, src: Tensor, weights: list[Tensor] | None = None) -> tuple[Tensor, Tensor | None]:

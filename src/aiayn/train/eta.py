@@ -25,10 +25,23 @@ def duration(seconds: float) -> str:
 
 
 class BudgetClock:
-    """Times updates SKIP+1 .. SKIP+SPAN of this invocation and predicts the rest of the budget."""
+    """Times updates SKIP+1 .. SKIP+SPAN of this invocation and predicts the rest of the budget.
 
-    def __init__(self, start_step: int, max_steps: int | None, minutes: float | None, started: float):
+    What the updates consume is counted in `unit` (target tokens, images) and its rate reported
+    under the key `rate` (tok_s, img_s).
+    """
+
+    def __init__(
+        self,
+        start_step: int,
+        max_steps: int | None,
+        minutes: float | None,
+        started: float,
+        rate: str = "tok_s",
+        unit: str = "target tokens",
+    ):
         self.start_step, self.max_steps, self.minutes, self.started = start_step, max_steps, minutes, started
+        self.rate, self.unit = rate, unit
         self.began: tuple[float, int] | None = None  # (time, tokens) when the timed span began
         self.paused = 0.0  # evaluation and checkpoint seconds inside the span
 
@@ -38,7 +51,8 @@ class BudgetClock:
             self.paused += seconds
 
     def after_update(self, step: int, tokens: int) -> dict | None:
-        """At the end of the span: {s_per_update, tok_s, seconds_left}; None before and after."""
+        """At the end of the span: {s_per_update, <rate>, seconds_left}; None before and after.
+        `tokens`: the units consumed so far (any origin: only differences count)."""
         done = step - self.start_step
         if done == SKIP:
             self.began = (time.monotonic(), tokens)
@@ -52,15 +66,15 @@ class BudgetClock:
             left = min(left, self.minutes * 60 - (time.monotonic() - self.started))
         return {
             "s_per_update": per_update,
-            "tok_s": (tokens - tokens_then) / seconds,
+            self.rate: (tokens - tokens_then) / seconds,
             "seconds_left": max(left, 0),
         }
 
-    def message(self, row: dict, step: int, unit: str = "target tokens") -> str:
-        """One line: the measured speed (`unit` per second) and when the rest of the budget ends."""
+    def message(self, row: dict, step: int) -> str:
+        """One line: the measured speed (units per second) and when the rest of the budget ends."""
         end = time.strftime("%H:%M", time.localtime(time.time() + row["seconds_left"]))
         return (
-            f"timing: {row['s_per_update']:.2f} s per update ({row['tok_s']:,.0f} {unit}/s) over "
+            f"timing: {row['s_per_update']:.2f} s per update ({row[self.rate]:,.0f} {self.unit}/s) over "
             f"updates {self.start_step + SKIP + 1}-{step}: the rest takes about "
             f"{duration(row['seconds_left'])} on this machine (until about {end})"
         )

@@ -5,7 +5,8 @@ across accumulation x ranks), label-smoothed cross entropy (5.4) summed over tok
 the update's total target-token count (so 2 ranks x 1 micro-batch == 1 rank x 2 micro-batches),
 Adam with the learning rate of Eq. 3 (5.3), optional gradient clipping, mixed precision. Around
 it: checkpoints every N steps and/or M minutes (5.2), dev loss / perplexity / BLEU at intervals,
-early stopping, a wall-clock budget, signals, and exact resume from the newest checkpoint.
+early stopping, a wall-clock budget, signals, and exact resume from the newest checkpoint: the
+skeleton `aiayn.train.loop.TrainingLoop`, which the Vision Transformer's trainer shares.
 
 One host sync per update (is the gradient norm finite?); losses are summed on the device and
 read back only at log intervals.
@@ -16,39 +17,25 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 from aiayn.config import RunConfig
+from aiayn.data.batching import BatchStream, TokenBatchSampler, collate
+from aiayn.data.dataset import TokenDataset
 from aiayn.errors import AiaynError
+from aiayn.model.linear import route_linears
 from aiayn.model.transformer import Transformer
-from aiayn.train import checkpoint, distributed, eta, kernels, precision
+from aiayn.train import checkpoint, distributed, kernels, precision
 from aiayn.train.evaluation import ShuffledSources, dev_bleu, dev_loss
+from aiayn.train.loop import TrainingLoop
 from aiayn.train.loss import label_smoothed_nll
-from aiayn.train.metrics import MetricsLog, Progress
 from aiayn.train.optim import accumulation_steps, build_optimizer, restore_optimizer
 from aiayn.train.run import check_resume_config, load_init_weights, resolve_config, write_run_files
 from aiayn.train.schedule import learning_rate
 from aiayn.train.signals import StopSignals
-from aiayn.train.stream import BatchStream
-
-STATE_VERSION = 1
-
-
-@dataclass
-class LoopState:
-    """Everything besides weights, optimizer and RNG that a checkpoint must carry for exact resume."""
-
-    step: int = 0
-    epoch: int = 0  # data position: the next batch is batches(epoch)[index]
-    index: int = 0
-    best_dev_loss: float | None = None
-    bad_evals: int = 0  # dev evaluations since the best one (early stopping)
-    nonfinite: int = 0  # consecutive updates skipped for a non-finite loss
-    tokens: int = 0  # target tokens trained on, all ranks
 
 
 @dataclass
@@ -61,27 +48,20 @@ class TrainResult:
     best_dev_loss: float | None
 
 
-class Trainer:
+class Trainer(TrainingLoop):
     def __init__(self, data_dir: Path, run_dir: Path, config: RunConfig, env, init_from, progress: bool):
-        from aiayn.data.batching import TokenBatchSampler
-        from aiayn.data.dataset import TokenDataset
-
         self.data_dir, self.run_dir, self.config, self.env = data_dir, run_dir, config, env
-        self.t, self.m = config.train, config.model
+        self.t, self.m, self.show_progress = config.train, config.model, progress
         torch.manual_seed(self.t.seed)  # the same initial weights on every rank
-        self.model = Transformer(self.m).to(env.device)
+        self.model = route_linears(Transformer(self.m).to(env.device))  # products through oneDNN
         self.optimizer = build_optimizer(self.model, config, env.device)
         self.precision = precision.resolve(self.t.precision, env.device)
         self.accumulation = accumulation_steps(config, env.world_size)
-        self.state = LoopState()
         self._restored_matmul: str | None = None
         checkpoint.seed_everything(self.t.seed + env.rank)  # dropout differs across ranks
-        found = checkpoint.list_checkpoints(run_dir)
-        if found:
-            self._restore(found[-1])
-        elif init_from:
+        self._resume()
+        if self.saved_path is None and init_from:
             load_init_weights(self.model, init_from, data_dir)
-        self.start_step = self.state.step
         eligible = env.device.type == "cpu" and self.precision.name == "fp32" and not self.t.compile
         self.kernels = kernels.KernelChoice(self.t.cpu_matmul, eligible, self._restored_matmul, env)
         self.forward_model = torch.compile(self.model) if self.t.compile else self.model
@@ -96,14 +76,7 @@ class Trainer:
             world_size=env.world_size,
         )
         self.stream = BatchStream(sampler, self.state.epoch, self.state.index)
-        self.dev = self._dev_sets(TokenDataset, TokenBatchSampler)
-        self.log = MetricsLog(run_dir, env.is_main)
-        self.log.truncate(self.state.step)
-        self.progress = Progress(
-            progress and env.is_main, self.state.step, self.t.max_steps, self.t.minutes, messages=env.is_main
-        )
-        self.saved_path = found[-1] if found else None
-        self.saved_step = self.state.step if found else -1
+        self.dev = self._dev_sets()
 
     # -- setup ------------------------------------------------------------------------------------
     def _wrap_ddp(self, module: torch.nn.Module) -> torch.nn.Module:
@@ -112,73 +85,42 @@ class Trainer:
         ids = [self.env.device.index] if self.env.device.type == "cuda" else None
         return torch.nn.parallel.DistributedDataParallel(module, device_ids=ids)
 
-    def _dev_sets(self, dataset_cls, sampler_cls):
+    def _dev_sets(self):
         """(dataset, this rank's batches) for the valid split and its shuffled-source view, or None.
 
         Every dev batch is used once across the ranks (uneven counts are fine: no collective inside).
         """
         try:
-            dev = dataset_cls(self.data_dir, "valid")
+            dev = TokenDataset(self.data_dir, "valid")
         except (AiaynError, FileNotFoundError):
             return None
         if len(dev) == 0:
             return None
-        sets = []
-        for data in (dev, ShuffledSources(dev, seed=self.t.seed)):
-            everything = sampler_cls(data.src_lengths, data.tgt_lengths, self.t.max_tokens, seed=self.t.seed)
+        sets, seed = [], self.t.seed
+        for data in (dev, ShuffledSources(dev, seed=seed)):
+            everything = TokenBatchSampler(data.src_lengths, data.tgt_lengths, self.t.max_tokens, seed=seed)
             sets.append((data, everything.global_batches(0)[self.env.rank :: self.env.world_size]))
         return sets
 
-    # -- checkpoints ------------------------------------------------------------------------------
-    def _trainer_state(self) -> dict:
-        self.state.epoch, self.state.index = self.stream.position
-        rngs = [checkpoint.rng_state()]
-        if self.env.distributed:
-            rngs = [None] * self.env.world_size
-            dist.all_gather_object(rngs, checkpoint.rng_state())
+    # -- checkpoints: besides the loop's, the optimizer's settings, the scaler, the backend --------
+    def _load_optimizer(self, saved: dict) -> None:
+        restore_optimizer(self.optimizer, saved, self.config, self.env.device)
+
+    def _extra_state(self) -> dict:
         scaler = self.precision.scaler
         return {
-            "version": STATE_VERSION,
-            "loop": asdict(self.state),
-            "optimizer": self.optimizer.state_dict(),
             "scaler": scaler.state_dict() if scaler is not None else {},
-            "rng": rngs,
-            "world_size": self.env.world_size,
             "cpu_matmul": self.kernels.decision,
         }
 
-    def _restore(self, path: Path) -> None:
-        state = checkpoint.load_checkpoint(path, self.model, self.env.device)
-        if state.get("version") != STATE_VERSION:
-            raise AiaynError(f"{path}: trainer state version {state.get('version')!r} is not {STATE_VERSION}")
-        self.state = LoopState(**state["loop"])
+    def _restore_extra(self, state: dict) -> None:
         self._restored_matmul = state.get("cpu_matmul")
-        restore_optimizer(self.optimizer, state["optimizer"], self.config, self.env.device)
         if self.precision.scaler is not None and state["scaler"]:
             self.precision.scaler.load_state_dict(state["scaler"])
-        if state["world_size"] == self.env.world_size:
-            checkpoint.set_rng_state(state["rng"][self.env.rank])
-        else:  # another world size: batches are re-sharded, so the resume cannot be exact
-            self.state.index = self.state.index * state["world_size"] // self.env.world_size
-        if self.env.is_main:
-            print(f"resuming from {path} (step {self.state.step})", flush=True)
-
-    def _save(self) -> Path:
-        state = self._trainer_state()
-        path = self.run_dir / checkpoint.CHECKPOINTS / checkpoint.checkpoint_name(self.state.step)
-        if self.env.is_main:
-            path = checkpoint.save_checkpoint(
-                self.run_dir, self.state.step, self.model, state, self.t.keep_last
-            )
-        distributed.barrier(self.env)
-        self.saved_path, self.saved_step, self.saved_time = path, self.state.step, time.monotonic()
-        return path
 
     # -- one update -------------------------------------------------------------------------------
     def _update(self) -> bool:
         """Forward/backward `accumulation` micro-batches and take one optimizer step if finite."""
-        from aiayn.data.batching import collate
-
         cfg = self.m
         batches = [
             collate(self.train_data, self.stream.next(), cfg.pad_id, cfg.start_id)
@@ -210,18 +152,14 @@ class Trainer:
         return applied
 
     def _timed_update(self) -> bool:
-        """`_update`, with the matmul backend probe and the budget clock around it."""
+        """An update (and the budget clock), with the matrix-product backend probe around it."""
         tokens = self.state.tokens
         self.kernels.before_update()
-        applied = self._update()
+        applied = super()._timed_update()
         message = self.kernels.after_update(applied, self.state.tokens - tokens)
         if message:
             self.progress.write(message)
             self.log.log("kernels", self.state.step, {"cpu_matmul": self.kernels.decision})
-        timing = self.clock.after_update(self.state.step, self.state.tokens) if applied else None
-        if timing:
-            self.log.log("eta", self.state.step, timing)
-            self.progress.write(self.clock.message(timing, self.state.step))
         return applied
 
     def _step(self) -> bool:
@@ -271,9 +209,9 @@ class Trainer:
     def _log_train(self) -> None:
         loss, nll, tokens = distributed.all_reduce(self._window.double(), self.env).tolist()
         now = time.monotonic()
-        tokens_per_s = tokens / max(now - self._window_start, 1e-9)
+        tokens_per_s = tokens / max(now - self.window_start, 1e-9)
         self._window.zero_()
-        self._window_start, self._logged_step = now, self.state.step
+        self.window_start = now
         step, tokens = self.state.step, max(tokens, 1.0)
         row = {
             "loss": loss / tokens,
@@ -282,7 +220,7 @@ class Trainer:
             "lr": learning_rate(step, self.m, self.t),
             "tok_s": tokens_per_s,
             "epoch": self.stream.epoch,
-            "elapsed_s": now - self.start_time,
+            "elapsed_s": now - self.started,
         }
         self.log.log("train", step, row)
         self.progress.update(
@@ -292,6 +230,10 @@ class Trainer:
             lr=f"{row['lr']:.2e}",
             tok_s=f"{tokens_per_s:,.0f}",
         )
+
+    def _evaluation_due(self) -> bool:
+        every = self.t.eval_every
+        return self.dev is not None and bool(every) and self.state.step % every == 0
 
     def _evaluate(self) -> str | None:
         """Dev loss, shuffled-source dev loss, optional BLEU; 'early_stop' when patience runs out."""
@@ -325,62 +267,26 @@ class Trainer:
             return "max_epochs"
         return None
 
-    def _control(self, signals: StopSignals) -> tuple[bool, bool, bool]:
-        """(signal received, time budget spent, checkpoint due by time), agreed on by all ranks."""
-        now = time.monotonic()
-        flags = [
-            signals.received is not None,
-            self.t.minutes is not None and now - self.start_time >= self.t.minutes * 60,
-            self.t.save_minutes is not None and now - self.saved_time >= self.t.save_minutes * 60,
-        ]
-        if self.env.distributed:
-            agreed = torch.tensor(flags, dtype=torch.int32, device=self.env.device)
-            flags = [bool(x) for x in distributed.all_reduce(agreed, self.env, op="max").tolist()]
-        return flags[0], flags[1], flags[2]
+    def _time_up(self) -> bool:
+        """`minutes`: the budget of this invocation."""
+        minutes = self.t.minutes
+        return minutes is not None and time.monotonic() - self.started >= minutes * 60
 
-    def _after_update(self, signals: StopSignals) -> str | None:
-        step, t = self.state.step, self.t
-        reason = None
-        if step % t.log_every == 0:
-            self._log_train()
-        if self.dev is not None and t.eval_every and step % t.eval_every == 0:
-            began = time.monotonic()
-            reason = self._evaluate()
-            self._window_start += time.monotonic() - began  # tokens/s counts training time only
-            self.clock.pause(time.monotonic() - began)
-        stopped, time_up, save_due = self._control(signals)
-        if stopped:
-            reason = f"signal:{signals.received or 'peer'}"
-        elif time_up and reason is None:
-            reason = "minutes"
-        if reason is None and (save_due or (t.save_every and step % t.save_every == 0)):
-            began = time.monotonic()
-            self._save()
-            self.clock.pause(time.monotonic() - began)
-        return reason
+    def _checkpoint_due(self) -> bool:
+        return bool(self.t.save_every) and self.state.step % self.t.save_every == 0
 
     def run(self) -> TrainResult:
-        self.start_time = self.saved_time = self._window_start = time.monotonic()
-        self.clock = eta.BudgetClock(self.start_step, self.t.max_steps, self.t.minutes, self.start_time)
+        self._open(self.show_progress, self.t.max_steps, self.t.minutes)
         self._window = torch.zeros(3, device=self.env.device)  # loss, nll, tokens since the last log
-        self._logged_step = self.state.step
         self.engine.train()
         reason = None
         try:
             self.kernels.start()
             with StopSignals() as signals:
-                while reason is None:
-                    reason = self._budget_reason()
-                    if reason is None and self._timed_update():
-                        reason = self._after_update(signals)
-                if self.state.step > self._logged_step:  # the steps since the last log_every
-                    self._log_train()
-                if self.saved_step != self.state.step:
-                    self._save()
+                reason = self._train(signals)
         finally:
             self.kernels.restore_process_default()
-            self.progress.close()
-            self.log.close()
+            self._close()
         if reason.startswith("signal") and self.env.is_main:
             print(f"stopped by {reason[7:]}: checkpoint written to {self.saved_path}", flush=True)
         return TrainResult(

@@ -172,10 +172,12 @@ def measure_row(
     """Score the newest checkpoint (no averaging) on the dev split; write and return result.json."""
     from aiayn.evaluate import evaluate_model
     from aiayn.model.io import load_model_dir
+    from aiayn.model.linear import route_linears
     from aiayn.train.checkpoint import average_run
 
     model_dir = average_run(row_dir, last=1, out_dir=row_dir / "model")
     model, _ = load_model_dir(model_dir, device)
+    route_linears(model)  # its products through oneDNN, as in training
     ppl, params = dev_perplexity(model, data_dir, config, device), model.num_parameters()
     del model
     began = time.monotonic()

@@ -92,6 +92,18 @@ def fashion_mnist_splits(
     return ImageSplits(*splits, classes=CLASSES)
 
 
+class ShuffledBatches:
+    """Batches of `batch_size` indices out of `n` examples in a new seeded order each epoch (the last
+    one smaller): a function of (seed, epoch), which `aiayn.data.batching.BatchStream` resumes from."""
+
+    def __init__(self, n: int, batch_size: int, seed: int):
+        self.n, self.batch_size, self.seed = n, batch_size, seed
+
+    def batches(self, epoch: int) -> list[np.ndarray]:
+        order = np.random.default_rng([self.seed, epoch]).permutation(self.n)  # (n,)
+        return [order[i : i + self.batch_size] for i in range(0, self.n, self.batch_size)]
+
+
 def to_tensor(images: np.ndarray) -> Tensor:
     """uint8 (n, H, W) or (n, C, H, W) -> float (n, C, H, W) in [0, 1]."""
     x = torch.tensor(images, dtype=torch.float32).div_(255.0)  # a copy: IDX arrays are read-only

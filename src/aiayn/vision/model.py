@@ -16,18 +16,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.config import ConfigError, ModelConfig, _check_choice, _Serializable
+from aiayn.config import ConfigError, Serializable, check_choice
+from aiayn.model.layers import ACTIVATIONS
 from aiayn.model.transformer import Encoder
 from aiayn.vision.patches import patchify, sinusoidal_2d
 
-# The encoder reads vectors, not token ids; ModelConfig still wants a vocabulary that holds its
-# special ids, so the image model passes this placeholder size.
-_NO_VOCABULARY = 4
-
 
 @dataclass
-class VisionConfig(_Serializable):
-    """The image model. Field names differ from VisionTrainConfig's, so `--set` finds the owner."""
+class VisionConfig(Serializable):
+    """The image model. Field names differ from VisionTrainConfig's, so `--set` finds the owner.
+
+    It is also what `aiayn.model.Encoder` reads (`aiayn.model.layers.LayerSettings`): the fields,
+    and the properties below for the settings the image model keeps at the text model's defaults.
+    """
 
     image_size: int = 28
     channels: int = 1
@@ -47,7 +48,16 @@ class VisionConfig(_Serializable):
     pixel_std: float = 0.3530
 
     def __post_init__(self) -> None:
-        _check_choice("positions", self.positions, ("learned", "sinusoidal"))
+        check_choice("positions", self.positions, ("learned", "sinusoidal"))
+        check_choice("activation", self.activation, tuple(ACTIVATIONS))
+        for name in ("d_model", "d_ff", "n_heads", "n_layers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.d_model % self.n_heads:
+            raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if self.image_size % self.patch_size:
             raise ConfigError(
                 f"image_size={self.image_size} is not a multiple of patch_size={self.patch_size}"
@@ -60,7 +70,6 @@ class VisionConfig(_Serializable):
             raise ConfigError(f"n_classes must be at least 2, got {self.n_classes}")
         if self.pixel_std <= 0:
             raise ConfigError(f"pixel_std must be positive, got {self.pixel_std}")
-        self.encoder_config()  # validates d_model, n_heads, dropout, activation ...
 
     @property
     def grid(self) -> int:
@@ -70,21 +79,26 @@ class VisionConfig(_Serializable):
     def n_patches(self) -> int:
         return self.grid**2
 
-    def encoder_config(self) -> ModelConfig:
-        """The settings `aiayn.model.Encoder` reads (3.1), from this config."""
-        return ModelConfig(
-            vocab_size=_NO_VOCABULARY,
-            d_model=self.d_model,
-            d_ff=self.d_ff,
-            n_heads=self.n_heads,
-            n_layers=self.n_layers,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            activation=self.activation,
-            norm_first=self.norm_first,
-            positions="learned",
-            max_positions=self.n_patches + 1,
-        )
+    # -- the encoder's other settings (LayerSettings): the text model's defaults --------------------
+    @property
+    def key_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def value_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def activation_dropout(self) -> float:
+        return 0.0
+
+    @property
+    def layer_norm_eps(self) -> float:
+        return 1e-5
+
+    @property
+    def use_final_norm(self) -> bool:
+        return self.norm_first
 
 
 class VisionTransformer(nn.Module):
@@ -110,7 +124,7 @@ class VisionTransformer(nn.Module):
                 [torch.zeros(1, c.d_model, dtype=torch.float64), sinusoidal_2d(c.grid, c.grid, c.d_model)]
             )
             self.register_buffer("positions", table.float(), persistent=False)
-        self.encoder = Encoder(c.encoder_config())
+        self.encoder = Encoder(c)
         self.head = nn.Linear(c.d_model, c.n_classes)
         self._init_weights()
 
