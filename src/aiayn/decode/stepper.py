@@ -4,22 +4,28 @@
 encoder runs once, the decoder's cross-attention keys/values are projected once per sentence and
 repeated for its hypotheses (`Transformer.start_decoding`), and every step feeds only the newest
 token through the decoder's self-attention cache. `decode_batch` picks greedy or
-beam search and the per-sentence maximum output length a * |source| + b.
+beam search and the per-sentence maximum output length a * |source| + b; a caller may wrap the
+stepper (`constrain`) to mask the log-probabilities, as the parser does (aiayn.parse.constraint).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from aiayn.config import DecodeConfig, ModelConfig
-from aiayn.decode.search import Hypothesis, beam_search, greedy_search
+from aiayn.decode.search import Hypothesis, Stepper, beam_search, greedy_search
 from aiayn.model.transformer import Transformer
 
 # Sinusoidal positions have no table, but attention cost and cache memory grow with length:
 # longer sources are truncated (with a warning, by the translator) and outputs capped.
 SOURCE_LIMIT = 1024
+
+# (the model's stepper, max_lens (n,) on the CPU, beam size) -> the stepper the search drives
+Constrain = Callable[[Stepper, Tensor, int], Stepper]
 
 
 def source_limit(config: ModelConfig) -> int:
@@ -64,11 +70,14 @@ def banned_ids(config: ModelConfig) -> list[int]:
 
 
 @torch.inference_mode()
-def decode_batch(model: Transformer, src: Tensor, options: DecodeConfig) -> list[list[Hypothesis]]:
+def decode_batch(
+    model: Transformer, src: Tensor, options: DecodeConfig, constrain: Constrain | None = None
+) -> list[list[Hypothesis]]:
     """Translate a batch of sources src (n, src_len) (pieces + EOS, right-padded with pad_id).
 
     Greedy search when beam_size is 1 (the same result as beam search with one beam, faster),
-    beam search otherwise. Returns up to n_best hypotheses per sentence, best first.
+    beam search otherwise. Returns up to n_best hypotheses per sentence, best first. `constrain`
+    wraps the model's stepper (e.g. to allow only well-formed trees).
     """
     config = model.config
     if src.size(0) == 0:
@@ -76,7 +85,9 @@ def decode_batch(model: Transformer, src: Tensor, options: DecodeConfig) -> list
     src_lens = src.ne(config.pad_id).sum(dim=1).cpu()  # (n,)
     max_lens = max_lengths(src_lens, config, options.max_len_a, options.max_len_b)
     beam = options.beam_size
-    stepper = TransformerStepper(model, src, beam, int(max_lens.max()) + 1)
+    stepper: Stepper = TransformerStepper(model, src, beam, int(max_lens.max()) + 1)
+    if constrain is not None:
+        stepper = constrain(stepper, max_lens, beam)
     common = dict(
         start_id=config.start_id,
         eos_id=config.eos_id,

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from aiayn.config import DecodeConfig
 from aiayn.decode.search import Hypothesis
-from aiayn.decode.stepper import decode_batch, source_limit
+from aiayn.decode.stepper import Constrain, decode_batch, source_limit
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_model_dir
 from aiayn.model.linear import pack_for_inference
@@ -135,11 +135,17 @@ class Translator:
         return src.to(self.device)
 
     def translate_ids(
-        self, sources: list[list[int]], options: DecodeConfig, progress: ProgressHook | None = None
+        self,
+        sources: list[list[int]],
+        options: DecodeConfig,
+        progress: ProgressHook | None = None,
+        constrain: Callable[[list[int]], Constrain] | None = None,
     ) -> list[list[Hypothesis]]:
         """Source ids (pieces + EOS) -> up to n_best hypotheses each, in input order.
 
         An empty source gives one empty hypothesis with score 0 without running the model.
+        `constrain(index)`, given the input indices of a batch's sentences, wraps the search's
+        stepper for that batch (see `decode_batch`).
         """
         results: list[list[Hypothesis]] = [[] for _ in sources]
         nonempty = [i for i, ids in enumerate(sources) if ids]
@@ -147,7 +153,8 @@ class Translator:
         for batch in token_batches(lengths, options.batch_tokens):
             index = [nonempty[b] for b in batch]
             src = self._src_tensor([sources[i] for i in index])  # (batch, src_len)
-            for i, hyps in zip(index, decode_batch(self.model, src, options), strict=True):
+            wrap = constrain(index) if constrain is not None else None
+            for i, hyps in zip(index, decode_batch(self.model, src, options, wrap), strict=True):
                 if not hyps or not math.isfinite(hyps[0].score):  # NaN or -inf everywhere
                     raise AiaynError(f"text {i + 1}: the model's scores are not finite (are its weights?)")
                 results[i] = hyps
