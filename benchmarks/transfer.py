@@ -84,6 +84,14 @@ def print_table(rows: list[dict]) -> None:
     print(f"\n{rows[0]['bleu_signature']}; {rows[0]['n_sentences']} test sentences of {CORPUS}")
 
 
+def init_from(base: Path) -> list[str]:
+    """--init-from BASE, the decoder starting where BASE's does (a model from before issue 21: <s>)."""
+    from aiayn.model.io import read_config
+
+    start = read_config(base)[0].decoder_start_id
+    return ["--init-from", str(base), "--set", f"decoder_start_id={'null' if start is None else start}"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -105,8 +113,8 @@ def main() -> None:
     runs = [  # (directory suffix, start point, warm-up steps, budget in --steps, extra arguments)
         ("scratch", "random (from scratch)", 200, 1, []),
         ("scratch_x2", "random (from scratch)", 200, 2, []),
-        ("bible", str(base), 200, 1, ["--init-from", str(base)]),
-        ("bible_w50", str(base), 50, 1, ["--init-from", str(base), "--set", "warmup_steps=50"]),
+        ("bible", str(base), 200, 1, init_from(base)),
+        ("bible_w50", str(base), 50, 1, [*init_from(base), "--set", "warmup_steps=50"]),
     ]
     for name, start, warmup, budget, extra in runs:
         run = Path(f"{args.out}_{name}")

@@ -44,6 +44,13 @@ def test_evaluate_files_checks_line_counts_and_utf8(tmp_path):
         evaluate_files(hyp, ref)
 
 
+def test_a_hypothesis_file_without_newlines_is_refused(tmp_path):
+    (tmp_path / "hyp").write_bytes(b"\x00\x01" * 600_000)  # a binary file: no line end in 1.2 MB
+    (tmp_path / "ref").write_text("a reference\n")
+    with pytest.raises(AiaynError, match=r"hyp:1: a line of more than 1,048,576 bytes; is it a text file\?"):
+        evaluate_files(tmp_path / "hyp", tmp_path / "ref")
+
+
 def test_evaluate_model_writes_what_the_translator_returns(tmp_path):
     """A random model with the data directory's tokenizer (the trainer's dev-BLEU path)."""
     data = tmp_path / "data"
@@ -66,3 +73,20 @@ def test_evaluate_model_writes_what_the_translator_returns(tmp_path):
     assert json.loads((tmp_path / "eval" / "scores.json").read_text())["split"] == "valid"
     with pytest.raises(AiaynError, match="test.src: no such file"):
         evaluate_model(model, data, "test")
+
+
+def test_an_over_long_source_is_translated_in_parts_with_a_warning_naming_its_line(tmp_path):
+    data = tmp_path / "data"
+    (data / "raw").mkdir(parents=True)
+    lines = ["uno dos", "uno dos tres cuatro cinco seis siete ocho nueve diez", "tres"]
+    tokenizer = Tokenizer.train(lines * 20, data / "spm.model", vocab_size=30)
+    (data / "raw" / "test.src").write_text("\n".join(lines) + "\n")
+    (data / "raw" / "test.tgt").write_text("\n".join(lines) + "\n")
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size, d_model=16, d_ff=32, n_heads=2, n_layers=1, positions="learned",
+        max_positions=8,
+    )  # fmt: skip
+    with pytest.warns(
+        UserWarning, match=r"raw/test.src:2: \d+ tokens, over the limit of 8: translated in \d+ parts"
+    ):
+        evaluate_model(Transformer(config), data, "test", DecodeConfig(beam_size=2, max_len_b=3))

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from aiayn.config import BOS_ID, EOS_ID, PAD_ID, ModelConfig
+from aiayn.config import EOS_ID, PAD_ID, ModelConfig
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.model.io import save_model_dir
 from aiayn.model.transformer import Transformer
@@ -45,7 +45,8 @@ def _padded(seqs: list[list[int]]) -> torch.Tensor:
 def _train(model: Transformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]], steps: int) -> None:
     src_ids, tgt_ids = tokenizer.encode([s for s, _ in pairs]), tokenizer.encode([t for _, t in pairs])
     src = _padded([s + [EOS_ID] for s in src_ids])  # (n, src_len)
-    tgt_in, tgt_out = _padded([[BOS_ID] + t for t in tgt_ids]), _padded([t + [EOS_ID] for t in tgt_ids])
+    start = model.config.start_id  # <pad>: a zero vector (the default decoder start)
+    tgt_in, tgt_out = _padded([[start] + t for t in tgt_ids]), _padded([t + [EOS_ID] for t in tgt_ids])
     optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
     model.train()
     for step in range(steps):

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from aiayn.errors import AiaynError
+from aiayn.safe_io import atomic_write_text
 
 FORMAT_VERSION = 1
 
@@ -57,11 +58,16 @@ class _Serializable:
         return cls(**data)
 
     def to_yaml(self, path: str | Path) -> None:
-        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        """Write atomically (temporary file, fsync, rename): a crash leaves the old file whole."""
+        atomic_write_text(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
 
     @classmethod
     def from_yaml(cls, path: str | Path):
-        return cls.from_dict(yaml.safe_load(Path(path).read_text()) or {})
+        """Read a YAML mapping; an empty file is an error, never silently the defaults."""
+        data = yaml.safe_load(Path(path).read_text())
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a YAML mapping of settings, found {type(data).__name__}")
+        return cls.from_dict(data)
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
@@ -76,6 +82,8 @@ class ModelConfig(_Serializable):
     d_model: int = 512
     d_ff: int = 2048
     n_heads: int = 8
+    d_k: int | None = None  # query/key size per head; None: d_model / n_heads (3.2.2; Table 3 row B)
+    d_v: int | None = None  # value size per head; None: d_model / n_heads
     n_layers: int = 6
     n_decoder_layers: int | None = None  # None: as many as n_layers
     dropout: float = 0.1  # P_drop (5.4): embeddings + positions and every sublayer output
@@ -95,7 +103,10 @@ class ModelConfig(_Serializable):
     unk_id: int = UNK_ID
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
-    decoder_start_id: int | None = None  # None: bos_id (Marian starts from pad)
+    # The decoder's first input. pad_id: a zero vector (the <pad> row is held at zero), as in
+    # tensor2tensor and Marian, and what CTranslate2 and every OPUS-MT tool assume; None: bos_id,
+    # a learned <s> embedding (fairseq's way, and aiayn's models trained before the zero start).
+    decoder_start_id: int | None = PAD_ID
 
     def __post_init__(self) -> None:
         self.validate()
@@ -108,8 +119,14 @@ class ModelConfig(_Serializable):
 
     # -- derived values -------------------------------------------------------------------------
     @property
-    def d_k(self) -> int:
-        return self.d_model // self.n_heads
+    def key_dim(self) -> int:
+        """d_k as used: the field, or d_model / n_heads (the paper's choice, 3.2.2)."""
+        return self.d_model // self.n_heads if self.d_k is None else self.d_k
+
+    @property
+    def value_dim(self) -> int:
+        """d_v as used: the field, or d_model / n_heads."""
+        return self.d_model // self.n_heads if self.d_v is None else self.d_v
 
     @property
     def shared_vocab(self) -> bool:
@@ -131,13 +148,22 @@ class ModelConfig(_Serializable):
     def start_id(self) -> int:
         return self.bos_id if self.decoder_start_id is None else self.decoder_start_id
 
+    @property
+    def zero_start(self) -> bool:
+        """The decoder starts from <pad>, whose target embedding is zero (Marian's convention)."""
+        return self.start_id == self.pad_id
+
     def validate(self) -> None:
         for name in ("vocab_size", "d_model", "d_ff", "n_heads", "n_layers", "max_positions"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.d_model % self.n_heads:
+        for name in ("d_k", "d_v"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive or null, got {getattr(self, name)}")
+        if (self.d_k is None or self.d_v is None) and self.d_model % self.n_heads:
             raise ConfigError(
-                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads} (d_k = d_model / n_heads)"
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads} "
+                "(d_k and d_v default to d_model / n_heads; set both to choose them)"
             )
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
@@ -214,18 +240,39 @@ class DecodeConfig(_Serializable):
 
     beam_size: int = 4
     alpha: float = 0.6
-    length_penalty_style: str = "gnmt"  # gnmt: ((5+|Y|)/6)^alpha; len: |Y|^alpha (fairseq/HF)
+    length_penalty_style: str = "gnmt"  # gnmt: ((5+|Y|)/6)^alpha; len (HF), fairseq (CTranslate2): |Y|^alpha
     max_len_a: float = 1.0
     max_len_b: int = 50
     n_best: int = 1
     batch_tokens: int = 4096  # source tokens per decoding batch
 
     def __post_init__(self) -> None:
-        _check_choice("length_penalty_style", self.length_penalty_style, ("gnmt", "len"))
+        _check_choice("length_penalty_style", self.length_penalty_style, ("gnmt", "len", "fairseq"))
         if self.beam_size < 1:
             raise ConfigError(f"beam_size must be at least 1, got {self.beam_size}")
         if not 1 <= self.n_best <= self.beam_size:
             raise ConfigError(f"n_best={self.n_best} must be between 1 and beam_size={self.beam_size}")
+
+
+@dataclass
+class SamplingConfig(_Serializable):
+    """Sampling instead of search (back-translation, diverse outputs): each next token is drawn
+    from the model's distribution divided by `temperature`, cut to the `top_k` most probable
+    tokens (0: all) and then to the smallest set holding `top_p` of the mass (Holtzman et al.,
+    2020), renormalised. `seed` makes the draws reproducible, whatever the batching."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature must be positive, got {self.temperature}")
+        if self.top_k < 0:
+            raise ConfigError(f"top_k must be 0 (all tokens) or more, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
 
 
 def _parse_value(raw: str, annotation: Any) -> Any:

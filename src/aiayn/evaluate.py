@@ -10,8 +10,9 @@ Each returns a dict with "bleu", "chrf", their signatures and sacreBLEU's own sc
 
 from __future__ import annotations
 
+import functools
 import json
-import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from aiayn.config import DecodeConfig
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
+from aiayn.safe_io import atomic_write_text, capped_lines
 
 SCORES_FILE = "scores.json"
 
@@ -48,7 +50,7 @@ def read_lines(path: str | Path) -> list[str]:
         raise AiaynError(f"{path}: no such file")
     lines = []
     with path.open("rb") as f:
-        for number, raw in enumerate(f, start=1):
+        for number, raw in enumerate(capped_lines(f, str(path)), start=1):
             try:
                 lines.append(raw.decode("utf-8").rstrip("\r\n"))
             except UnicodeDecodeError:
@@ -83,14 +85,18 @@ def _translator(
     return Translator.load(model, device, int8=int8)
 
 
+def _warn_split(src_path: Path, index: int, length: int, limit: int, parts: int) -> None:
+    message = (
+        f"{src_path}:{index + 1}: {length} tokens, over the limit of {limit}: translated in {parts} parts"
+    )
+    warnings.warn(message, stacklevel=4)
+
+
 def write_scores(scores: dict[str, Any], out_dir: str | Path) -> Path:
     """Write scores.json into out_dir (atomically) and return its path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / (SCORES_FILE + ".tmp")
-    tmp.write_text(json.dumps(scores, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, out / SCORES_FILE)
-    return out / SCORES_FILE
+    return atomic_write_text(out / SCORES_FILE, json.dumps(scores, indent=2, ensure_ascii=False) + "\n")
 
 
 def evaluate_model(
@@ -123,7 +129,7 @@ def evaluate_model(
     with tqdm(total=len(sources), desc=f"translating {split}", unit="sent", disable=not progress) as bar:
         hypotheses = translator.translate(
             sources, d.beam_size, d.alpha, 1, d.max_len_a, d.max_len_b, d.length_penalty_style,
-            d.batch_tokens, progress=bar.update,
+            d.batch_tokens, on_split=functools.partial(_warn_split, src_path), progress=bar.update,
         )  # fmt: skip
     translator.model.train(was_training)
     scores = {"split": split, **score_texts(hypotheses, references), "decode": d.to_dict()}
@@ -132,7 +138,7 @@ def evaluate_model(
     if out_dir is not None:
         hyp_path = Path(out_dir) / f"{split}.hyp"
         hyp_path.parent.mkdir(parents=True, exist_ok=True)
-        hyp_path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+        atomic_write_text(hyp_path, "".join(h + "\n" for h in hypotheses))
         scores["hypotheses"] = str(hyp_path)
         write_scores(scores, out_dir)
     return scores

@@ -12,6 +12,7 @@ from aiayn.data.corpus import (
     held_out_split,
     remove_train_overlap,
 )
+from aiayn.errors import AiaynError
 
 
 def _write(path, data: bytes):
@@ -90,3 +91,16 @@ def test_remove_train_overlap():
         "valid": [("b", "z")],
         "test": [("c", "w")],
     }
+
+
+BINARY = bytes(b for b in range(256) if b not in b"\r\n") * 5000  # no line end anywhere
+
+
+@pytest.mark.parametrize("content, hint", [(b"hola\r" * 250_000, "ended by CR only"), (BINARY, "text file")])
+def test_a_file_without_newlines_is_refused_at_its_first_line(tmp_path, content, hint):
+    """A CR-only or binary file would be read whole as one line; it is refused once the line passes 1 MiB."""
+    src = _write(tmp_path / "corpus.es", b"uno\n" + content)
+    tgt = _write(tmp_path / "corpus.en", b"one\ntwo\n")
+    text = ParallelText.open(src, tgt, skip_bad_lines=True)
+    with pytest.raises(AiaynError, match=rf"^{src}:2: a line of more than 1,048,576 bytes; .*{hint}"):
+        list(text)

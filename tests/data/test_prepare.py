@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -43,7 +45,7 @@ def corpus(tmp_path, write_corpus):
 def _prepare_corpus(out, corpus, **kwargs):
     src, tgt, valid, test = corpus
     files = dict(src=src, tgt=tgt, valid_src=valid[0], valid_tgt=valid[1], test_src=test[0], test_tgt=test[1])
-    return prepare(out, **files, vocab_size=120, max_len=40, max_ratio=9, progress=False, **kwargs)
+    return prepare(out, **files, vocab_size=120, max_len=40, max_ratio=9, **{"progress": False, **kwargs})
 
 
 def test_data_directory_layout_and_counts(tmp_path, corpus):
@@ -320,3 +322,59 @@ def test_a_killed_process_never_leaves_a_complete_looking_directory(tmp_path, wr
     prepare(out, src=src, tgt=tgt, vocab_size=200, progress=False)
     assert load_meta(out)["pairs"]["train"] > 0
     assert not list(tmp_path.glob(".data.tmp-*"))
+
+
+def test_long_held_out_pairs_stay_in_raw_text_but_out_of_the_shards(tmp_path, corpus, capsys):
+    """One over-long dev pair would be a batch of its own (or overflow learned positions) mid-run."""
+    src, tgt, valid, test = corpus
+    lines = _lines(valid[0])
+    lines[2] = "water " * 60  # more than max_len=40 pieces
+    valid[0].write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    out = _prepare_corpus(tmp_path / "data", corpus, progress=True)
+    meta = load_meta(out)
+    assert meta["long_held_out"] == {
+        "valid": {"pairs": 1, "first": f"{valid[0]}:3"},
+        "test": {"pairs": 0, "first": None},
+    }
+    assert meta["pairs"]["valid"] == len(TokenDataset(out, "valid")) == 19
+    assert _lines(out / "raw" / "valid.src") == [" ".join(line.split()) for line in lines]  # BLEU: all 20
+    assert max(TokenDataset(out, "valid").src_lengths) <= 41
+    note = f"1 valid pair(s) have more than max_len=40 pieces (first: {valid[0]}:3)"
+    assert note in capsys.readouterr().err
+
+
+def test_held_out_pairs_drawn_from_train_are_named_by_their_train_line(tmp_path, write_corpus):
+    src, tgt = write_corpus(400, seed=3)
+    lines = _lines(src)
+    long_lines = set(range(0, len(lines), 2))
+    for i in long_lines:
+        lines[i] = f"word{i} " * 50
+    src.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    limits = dict(vocab_size=100, max_len=40, max_ratio=100)
+    out = prepare(tmp_path / "data", src=src, tgt=tgt, **limits, progress=False)
+    meta = load_meta(out)
+    first = meta["long_held_out"]["valid"]["first"]
+    assert meta["long_held_out"]["valid"]["pairs"] >= 1 and first.startswith(f"{src}:")
+    assert int(first.rpartition(":")[2]) - 1 in long_lines
+
+
+def test_a_run_killed_between_its_renames_loses_nothing(tmp_path, corpus):
+    out = _prepare_corpus(tmp_path / "data", corpus)
+    out.rename(tmp_path / ".data.old-.data.tmp-abc123")  # what the old code's first rename did
+    (tmp_path / ".data.tmp-abc123").mkdir()  # the finished work of the killed run
+    _prepare_corpus(out, corpus)
+    assert load_meta(out)["pairs"]["train"] == 300
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_cleanup_leaves_a_concurrent_runs_work_alone(tmp_path, corpus):
+    live, dead = tmp_path / ".data.tmp-live", tmp_path / ".data.tmp-dead"
+    live.mkdir()
+    dead.mkdir()
+    fd = os.open(live, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a running prepare holds its own
+    try:
+        _prepare_corpus(tmp_path / "data", corpus)
+    finally:
+        os.close(fd)
+    assert live.is_dir() and not dead.exists()

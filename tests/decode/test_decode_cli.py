@@ -70,7 +70,7 @@ def test_translate_streams_stdin_to_stdout_in_a_subprocess(toy_model_dir, tmp_pa
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.split("\n")
     assert len(out) - 1 == len(lines) and out[5] == ""
-    assert "warning: <stdin>:7: 1501 tokens; only the first 1024 are translated" in proc.stderr
+    assert "warning: <stdin>:7: 1501 tokens, over the limit of 1024: translated in 2 parts" in proc.stderr
 
 
 def test_read_chunks_keeps_order_and_reports_bad_utf8():
@@ -126,3 +126,12 @@ def test_evaluate_files(toy_data_dir, tmp_path, capsys):
     assert main(["evaluate", "--hyp", str(ref), "--ref", str(tmp_path / "none.txt")]) == 2
     err = capsys.readouterr().err
     assert "either MODEL_DIR DATA_DIR" in err and "none.txt: no such file" in err
+
+
+def test_an_input_without_newlines_is_refused_not_read_whole(toy_model_dir, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"el perro\n" + b"sol\r" * 300_000)  # CR-only line ends: one 1.2 MB "line"
+    assert main(["translate", str(toy_model_dir), "-i", str(source), "-o", str(tmp_path / "out.txt")]) == 2
+    refusal = f"{source}:2: a line of more than 1,048,576 bytes; are its lines ended by CR only?"
+    assert capsys.readouterr().err.strip().splitlines() == [f"aiayn translate: error: {refusal}"]
+    assert (tmp_path / "out.txt").read_text() == "the dog\n"  # what came before it is translated

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.cli import main
-from aiayn.config import BOS_ID, EOS_ID
+from aiayn.config import EOS_ID
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.model.linear import PackedLinear
@@ -80,7 +80,8 @@ def forced_log_probs(translator: Translator, sources: list[list[int]], targets: 
     out = []
     with torch.inference_mode():
         for src, tgt in zip(sources, targets, strict=True):
-            tgt_in, tgt_out = torch.tensor([[BOS_ID, *tgt]]), torch.tensor([[*tgt, EOS_ID]])
+            start = translator.model.config.start_id
+            tgt_in, tgt_out = torch.tensor([[start, *tgt]]), torch.tensor([[*tgt, EOS_ID]])
             logp = F.log_softmax(translator.model(torch.tensor([src]), tgt_in).float(), -1)
             out.append(logp.gather(-1, tgt_out[..., None]).sum())
     return torch.stack(out)

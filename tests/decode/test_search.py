@@ -3,71 +3,17 @@
 from __future__ import annotations
 
 import functools
-import hashlib
-import itertools
 import math
 
 import pytest
 import torch
+from scripted import BANNED, BOS, EOS, ScriptedStepper, exhaustive
 from torch import Tensor
 
-from aiayn.decode.search import beam_search, greedy_search, length_penalty
-
-PAD, BOS, EOS = 0, 2, 3
-BANNED = (PAD, BOS)
+from aiayn.decode.search import SearchStopped, beam_search, greedy_search, length_penalty
 
 
-@functools.cache
-def prefix_log_probs(prefix: tuple[int, ...], vocab: int, sharpness: float = 2.0) -> Tensor:
-    """A fixed, prefix-dependent next-token distribution (vocab,) in float64."""
-    seed = int(hashlib.sha256(repr(prefix).encode()).hexdigest()[:8], 16)
-    g = torch.Generator().manual_seed(seed)
-    return torch.log_softmax(sharpness * torch.randn(vocab, generator=g, dtype=torch.float64), dim=0)
-
-
-class ScriptedStepper:
-    """A Stepper whose log-probs depend only on each row's prefix: batching cannot change results."""
-
-    def __init__(self, rows: int, vocab: int, sharpness: float = 2.0, eos_bias: float = 0.0):
-        self.prefixes: list[tuple[int, ...]] = [() for _ in range(rows)]
-        self.vocab, self.sharpness, self.eos_bias = vocab, sharpness, eos_bias
-        self.started = False
-
-    def log_probs(self, prefix: tuple[int, ...]) -> Tensor:
-        logp = prefix_log_probs(prefix, self.vocab, self.sharpness).clone()
-        logp[EOS] += self.eos_bias
-        return torch.log_softmax(logp, dim=0)  # a distribution again
-
-    def step(self, tokens: Tensor) -> Tensor:
-        assert tokens.numel() == len(self.prefixes)
-        if self.started:  # the first token is the start token: not part of the prefix
-            self.prefixes = [p + (int(t),) for p, t in zip(self.prefixes, tokens, strict=True)]
-        self.started = True
-        return torch.stack([self.log_probs(p) for p in self.prefixes]).float()
-
-    def reorder(self, index: Tensor) -> None:
-        assert index.numel() == len(self.prefixes)
-        self.select(index)
-
-    def select(self, index: Tensor) -> None:
-        self.prefixes = [self.prefixes[i] for i in index.tolist()]
-
-
-def exhaustive(
-    stepper: ScriptedStepper, max_len: int, alpha: float, style: str
-) -> list[tuple[float, list[int]]]:
-    """Every output of at most max_len tokens + EOS (EOS forced after max_len), best first."""
-    allowed = [t for t in range(stepper.vocab) if t not in BANNED and t != EOS]
-    finished = []
-    for n in range(max_len + 1):
-        for seq in itertools.product(allowed, repeat=n):
-            logp = sum(float(stepper.log_probs(seq[:i])[seq[i]]) for i in range(n))
-            logp += float(stepper.log_probs(seq)[EOS])
-            finished.append((logp / length_penalty(n + 1, alpha, style), list(seq)))
-    return sorted(finished, key=lambda x: -x[0])
-
-
-@pytest.mark.parametrize("style", ["gnmt", "len"])
+@pytest.mark.parametrize("style", ["gnmt", "len", "fairseq"])
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
 def test_wide_beam_finds_the_exhaustive_optimum(style, alpha):
     vocab, max_len = 7, 4  # 4 real tokens + EOS: 4^4 = 256 live prefixes at most
@@ -201,6 +147,40 @@ def test_max_length_forces_eos(k):
     results = search(stepper, torch.tensor(max_lens), start_id=BOS, eos_id=EOS, banned=BANNED, **kw)
     assert [len(r[0].tokens) for r in results] == max_lens
     assert all(h.score < -20 for r in results for h in r)  # the forced EOS' log-prob counts
+
+
+class CountingStepper(ScriptedStepper):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.steps = 0
+
+    def step(self, tokens: Tensor) -> Tensor:
+        self.steps += 1
+        return super().step(tokens)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_should_stop_is_asked_before_every_step_and_stops_the_search(k):
+    search = functools.partial(
+        greedy_search if k == 1 else beam_search, **({} if k == 1 else {"beam_size": k})
+    )
+    max_lens = torch.tensor([20, 20])  # no EOS: every search runs 21 steps
+    stepper = CountingStepper(2 * k, 9, eos_bias=-30.0)
+    asked = []
+
+    def should_stop() -> bool:
+        asked.append(stepper.steps)
+        return len(asked) == 4
+
+    with pytest.raises(SearchStopped):
+        search(stepper, max_lens, start_id=BOS, eos_id=EOS, banned=BANNED, should_stop=should_stop)
+    assert asked == [0, 1, 2, 3] and stepper.steps == 3  # three steps ran, not a fourth
+    never = CountingStepper(2 * k, 9, eos_bias=-30.0)
+    results = search(never, max_lens, start_id=BOS, eos_id=EOS, banned=BANNED, should_stop=lambda: False)
+    plain = search(
+        CountingStepper(2 * k, 9, eos_bias=-30.0), max_lens, start_id=BOS, eos_id=EOS, banned=BANNED
+    )
+    assert never.steps == 21 and [r[0].tokens for r in results] == [r[0].tokens for r in plain]
 
 
 def test_eos_first_gives_an_empty_output_and_banned_ids_never_appear():

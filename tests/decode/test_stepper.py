@@ -87,10 +87,10 @@ def test_wide_beam_equals_exhaustive_search_scored_by_the_full_forward_pass():
     hyps = run(TransformerStepper, model, src, 200, max_len=max_len, n_best=40, alpha=alpha)[0]
     allowed = [t for t in range(8) if t not in (PAD, BOS, EOS)]
     outputs = [list(s) for n in range(max_len + 1) for s in itertools.product(allowed, repeat=n)]
-    tgt_in = torch.full((len(outputs), max_len + 1), PAD)  # (outputs, max_len + 1): BOS + output
+    tgt_in = torch.full((len(outputs), max_len + 1), PAD)  # (outputs, max_len + 1): start + output
     tgt_out = torch.full((len(outputs), max_len + 1), PAD)  # output + EOS
     for i, out in enumerate(outputs):
-        tgt_in[i, : len(out) + 1] = torch.tensor([BOS] + out)
+        tgt_in[i, : len(out) + 1] = torch.tensor([model.config.start_id] + out)
         tgt_out[i, : len(out) + 1] = torch.tensor(out + [EOS])
     with torch.no_grad():
         logits = model(src.expand(len(outputs), -1), tgt_in).double()  # (outputs, max_len + 1, vocab)

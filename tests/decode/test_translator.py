@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
@@ -52,14 +54,16 @@ def test_nbest_with_scores(translator):
     assert translator.translate(texts, beam_size=5, return_scores=True)[0][0] == results[0][0]
 
 
-def test_a_very_long_line_is_truncated_with_a_warning(translator):
-    text = " ".join(["agua"] * 3000)
-    with pytest.warns(UserWarning, match="only its first 1024"):
-        (out,) = translator.translate([text], beam_size=2, max_len_b=5)
-    assert len(out.split()) <= 1024 + 5
+def test_a_very_long_text_is_translated_sentence_by_sentence_with_a_warning(translator):
+    text = " ".join(["el perro come."] * 300)  # about 1,200 tokens: over the limit of 1,024
+    with pytest.warns(
+        UserWarning, match=r"text 1 has \d+ tokens, over the limit of 1024: translated in 300 parts"
+    ):
+        (out,) = translator.translate([text], beam_size=2)
+    assert out.count("dog") == 300 and out.count("the dog eats") == 300  # nothing dropped
     calls = []
-    translator.translate(["agua", text], beam_size=1, max_len_a=0.0, on_truncate=lambda *a: calls.append(a))
-    assert len(calls) == 1 and calls[0][0] == 1 and calls[0][2] == 1024
+    translator.translate(["agua", text], beam_size=1, on_split=lambda *a: calls.append(a))
+    assert len(calls) == 1 and calls[0][0] == 1 and calls[0][2:] == (1024, 300)
 
 
 def test_bad_arguments(translator):
@@ -69,6 +73,17 @@ def test_bad_arguments(translator):
         translator.translate(["el"], beam_size=2, n_best=3)
     with pytest.raises(AiaynError, match="unknown tokenizer"):
         load_tokenizer("somewhere", {"tokenizer": {"type": "wordpiece"}})
+
+
+def test_tokenizer_files_are_read_from_the_model_directory_only(toy_model_dir, tmp_path):
+    elsewhere = tmp_path / "elsewhere.model"
+    shutil.copyfile(toy_model_dir / "spm.model", elsewhere)
+    for name in (str(elsewhere), "../elsewhere.model", f"../{toy_model_dir.name}/spm.model"):
+        with pytest.raises(AiaynError, match=r"config.json: tokenizer.model: .* is not a plain file name"):
+            load_tokenizer(toy_model_dir, {"tokenizer": {"type": "sentencepiece", "model": name}})
+    settings = {"type": "marian", "source": "spm.model", "target": "spm.model", "vocab": str(elsewhere)}
+    with pytest.raises(AiaynError, match=r"config.json: tokenizer.vocab: .* is not a plain file name"):
+        load_tokenizer(toy_model_dir, {"tokenizer": settings})
 
 
 @pytest.mark.parametrize("beam", [1, 4])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -94,6 +95,9 @@ def edit_config(hf_dir, **changes):
         (dict(decoder_attention_heads=4), "encoder_attention_heads=2 differs from decoder_attention_heads=4"),
         (dict(activation_function="tanh"), "activation_function='tanh' is not relu/gelu/swish"),
         (dict(eos_token_id=[0, 1]), r"eos_token_id=\[0, 1\]"),
+        (dict(vocab_size=10**12), r"weights do not match config.json \(vocab_size=1000000000000\)"),
+        (dict(encoder_layers=100_000), r"encoder_layers=100000 but the weights hold 2 encoder layers"),
+        (dict(d_model=64), r"weights do not match config.json \(d_model=64\)"),
     ],
 )
 def test_inexpressible_configs_are_refused(tokenizer_files, tmp_path, changes, message):
@@ -125,3 +129,41 @@ def test_pickled_objects_are_refused(tokenizer_files, tmp_path):
     torch.save({"model.shared.weight": Payload()}, hf_dir / "pytorch_model.bin")
     with pytest.raises(AiaynError, match="cannot be read as plain tensors"):
         import_marian(hf_dir, tmp_path / "out")
+
+
+def test_shard_names_stay_inside_the_directory(tokenizer_files, tmp_path):
+    hf_dir = make_marian(tmp_path / "hf", tokenizer_files["shared"], max_shard_size="20KB")
+    index = hf_dir / "model.safetensors.index.json"
+    data = json.loads(index.read_text())
+    name, shard = next(iter(data["weight_map"].items()))
+    shutil.copyfile(hf_dir / shard, tmp_path / "outside.safetensors")
+    data["weight_map"][name] = "../outside.safetensors"
+    index.write_text(json.dumps(data))
+    with pytest.raises(AiaynError, match=r"weight_map: '../outside.safetensors' is not a plain file name"):
+        import_marian(hf_dir, tmp_path / "out")
+
+
+def test_a_failed_import_leaves_the_output_as_it_was(tokenizer_files, tmp_path):
+    """A failed re-import must not leave new tokenizer files beside the old weights."""
+    out = import_marian(make_marian(tmp_path / "hf", tokenizer_files["shared"]), tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    other = make_marian(tmp_path / "hf2", tokenizer_files["separate"])
+    edit_config(other, decoder_attention_heads=4)  # fails after the tokenizer files are read
+    with pytest.raises(AiaynError, match="differs from decoder_attention_heads=4"):
+        import_marian(other, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    with pytest.raises(AiaynError, match="no config.json"):
+        import_marian(tmp_path / "nowhere", tmp_path / "new")
+    assert not (tmp_path / "new").exists()
+
+
+def test_refuses_to_replace_a_directory_that_is_not_a_model_directory(tokenizer_files, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    hf_dir = make_marian(tmp_path / "hf", tokenizer_files["shared"])
+    with pytest.raises(AiaynError, match="mine exists and is not an aiayn model directory"):
+        import_marian(hf_dir, tmp_path / "mine")
+    with pytest.raises(AiaynError, match="cannot be the Marian directory itself"):
+        import_marian(hf_dir, hf_dir)
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]

@@ -71,3 +71,16 @@ def test_bad_files(tokenizer_files, tmp_path):
     (tmp_path / "bad.spm").write_text("not a model")
     with pytest.raises(AiaynError, match="not a SentencePiece model"):
         MarianVocabTokenizer(tmp_path / "bad.spm", d / "target.spm", d / "vocab.json")
+
+
+def test_settings_name_files_inside_the_model_directory_only(tokenizer_files):
+    settings = {"source": "source.spm", "target": "target.spm", "vocab": "../shared/vocab.json"}
+    with pytest.raises(AiaynError, match=r"tokenizer.vocab: '../shared/vocab.json' is not a plain file name"):
+        MarianVocabTokenizer.from_settings(tokenizer_files["separate"], settings)
+    settings = {
+        "source": "source.spm",
+        "target": str(tokenizer_files["shared"] / "target.spm"),
+        "vocab": "vocab.json",
+    }
+    with pytest.raises(AiaynError, match=r"tokenizer.target: .* is not a plain file name"):
+        MarianVocabTokenizer.from_settings(tokenizer_files["separate"], settings)

@@ -47,22 +47,44 @@ def test_fused_and_explicit_paths_agree_with_causal_and_padding_masks():
     assert torch.equal(w[0, 0] > 0, causal_mask(6, 6))
 
 
-def test_multi_head_equals_per_head_float64_computation():
+@pytest.mark.parametrize("d_k, d_v", [(None, None), (2, 6)])
+def test_multi_head_equals_per_head_float64_computation(d_k, d_v):
+    """3.2.2 head by head; with d_k != d_v (Table 3 row B) as with the paper's d_model / h."""
     d_model, heads = 16, 4
-    mha = MultiHeadAttention(d_model, heads).double()
+    mha = MultiHeadAttention(d_model, heads, d_k=d_k, d_v=d_v).double()
+    d_k, d_v = d_k or d_model // heads, d_v or d_model // heads
+    assert mha.qkv_proj.weight.shape == (heads * (2 * d_k + d_v), d_model)
+    assert mha.out_proj.weight.shape == (d_model, heads * d_v)
     x = torch.randn(2, 5, d_model, dtype=torch.float64)
-    out, _ = mha(x)
-    w_q, w_k, w_v = mha.qkv_proj.weight.chunk(3)
-    b_q, b_k, b_v = mha.qkv_proj.bias.chunk(3)
-    d_k = d_model // heads
+    out, weights = mha(x, need_weights=True)
+    fused, _ = mha(x)
+    w_q, w_k, w_v = mha.qkv_proj.weight.split([heads * d_k, heads * d_k, heads * d_v])
+    b_q, b_k, b_v = mha.qkv_proj.bias.split([heads * d_k, heads * d_k, heads * d_v])
     heads_out = []
     for h in range(heads):  # 3.2.2: head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
-        rows = slice(h * d_k, (h + 1) * d_k)
-        qh = x @ w_q[rows].T + b_q[rows]
-        kh = x @ w_k[rows].T + b_k[rows]
-        vh = x @ w_v[rows].T + b_v[rows]
+        qk, v = slice(h * d_k, (h + 1) * d_k), slice(h * d_v, (h + 1) * d_v)
+        qh = x @ w_q[qk].T + b_q[qk]
+        kh = x @ w_k[qk].T + b_k[qk]
+        vh = x @ w_v[v].T + b_v[v]
         heads_out.append(torch.softmax(qh @ kh.transpose(1, 2) / math.sqrt(d_k), -1) @ vh)
     ref = mha.out_proj(torch.cat(heads_out, -1))  # Concat(head_1..h) W^O
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(fused, ref, rtol=1e-10, atol=1e-10)
+    assert weights.shape == (2, heads, 5, 5)
+
+
+def test_cross_attention_with_unequal_key_and_value_sizes_equals_float64():
+    d_model, heads, d_k, d_v = 12, 3, 2, 5
+    mha = MultiHeadAttention(d_model, heads, cross=True, d_k=d_k, d_v=d_v).double()
+    x = torch.randn(2, 4, d_model, dtype=torch.float64)
+    memory = torch.randn(2, 6, d_model, dtype=torch.float64)
+    out, _ = mha(x, memory)
+    q = (x @ mha.q_proj.weight.T + mha.q_proj.bias).view(2, 4, heads, d_k).transpose(1, 2)
+    kv = memory @ mha.kv_proj.weight.T + mha.kv_proj.bias  # (2, 6, heads * (d_k + d_v))
+    k = kv[..., : heads * d_k].reshape(2, 6, heads, d_k).transpose(1, 2)
+    v = kv[..., heads * d_k :].reshape(2, 6, heads, d_v).transpose(1, 2)
+    ref, _ = eq1_float64(q, k, v)  # (2, heads, 4, d_v)
+    ref = mha.out_proj(ref.transpose(1, 2).reshape(2, 4, heads * d_v))
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
 
 
@@ -78,5 +100,6 @@ def test_kv_cache_appends_and_reorders():
     assert torch.equal(cache.k[:, :, :3], torch.cat([k1, k2], 2)[index])
     cache.reorder(torch.tensor([1]))  # shrink to one row: row 1 now holds the old row 2
     assert cache.k.shape[0] == 1 and torch.equal(cache.v[0, :, :3], torch.cat([v1, v2], 2)[2])
+    assert KVCache(3, 2, 10, 4, torch.float32, "cpu", d_v=7).v.shape == (3, 2, 10, 7)
     with pytest.raises(RuntimeError, match="does not fit"):
         cache.append(torch.randn(1, 2, 8, 4), torch.randn(1, 2, 8, 4))

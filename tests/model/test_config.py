@@ -9,7 +9,8 @@ def test_presets_are_the_papers():
     base = ModelConfig.preset("base", vocab_size=37000)
     assert (base.n_layers, base.d_model, base.d_ff, base.n_heads, base.dropout) == (6, 512, 2048, 8, 0.1)
     big = ModelConfig.preset("big")
-    assert (big.d_model, big.d_ff, big.n_heads, big.dropout, big.d_k) == (1024, 4096, 16, 0.3, 64)
+    assert (big.d_model, big.d_ff, big.n_heads, big.dropout, big.key_dim) == (1024, 4096, 16, 0.3, 64)
+    assert (big.d_k, big.d_v, big.value_dim) == (None, None, 64)  # d_model / h unless set (3.2.2)
 
 
 @pytest.mark.parametrize(
@@ -21,6 +22,8 @@ def test_presets_are_the_papers():
         ({"src_vocab_size": 500}, "one shared vocabulary"),
         ({"pad_id": 9000}, "pad_id=9000 is outside"),
         ({"positions": "rotary"}, "positions='rotary'"),
+        ({"d_k": 0}, "d_k must be positive or null, got 0"),
+        ({"d_model": 100, "n_heads": 8, "d_k": 16}, "not divisible by n_heads=8 .d_k and d_v default"),
     ],
 )
 def test_invalid_configs_say_what_is_wrong(kwargs, message):
@@ -69,3 +72,12 @@ def test_overrides_find_their_config_and_parse_types():
         apply_overrides([ModelConfig()], ["d_model=big"])
     with pytest.raises(ConfigError, match="not divisible"):
         apply_overrides([ModelConfig()], ["n_heads=7"])
+
+
+def test_head_sizes_are_d_model_over_h_unless_both_are_set():
+    c = ModelConfig(d_model=96, n_heads=4, d_k=16)
+    assert (c.key_dim, c.value_dim) == (16, 24)
+    c = ModelConfig(d_model=100, n_heads=8, d_k=16, d_v=12)  # no divisibility needed when both are set
+    assert (c.key_dim, c.value_dim) == (16, 12)
+    assert ModelConfig.from_dict(c.to_dict()) == c
+    assert apply_overrides([ModelConfig()], ["d_k=32"])[0].key_dim == 32

@@ -46,3 +46,48 @@ def test_the_package_exports_the_python_api():
     from aiayn.decode.translator import Translator as Real
 
     assert Model is Transformer and Config is ModelConfig and Translator is Real
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(vocab_size=10**12), r"\(vocab_size=1000000000000\): output_weight is \(50, 16\) there"),
+        (dict(n_layers=100_000), r"\(n_layers=100000\): they hold 1 encoder layers"),
+        (dict(n_decoder_layers=3), r"\(n_decoder_layers=3\): they hold 1 decoder layers"),
+        (dict(d_ff=10**9), r"\(d_ff=1000000000\): encoder.layers.0.ffn.linear1.weight is \(32, 16\) there"),
+        (dict(final_logits_bias=True), r"no tensor output_bias"),
+    ],
+)
+def test_a_config_that_does_not_fit_its_weights_is_refused_before_allocating(tmp_path, change, message):
+    """config.json from someone else: checked against the safetensors header, never built first."""
+    model = Transformer(ModelConfig(vocab_size=50, d_model=16, d_ff=32, n_heads=2, n_layers=1))
+    out = save_model_dir(model, tmp_path / "m")
+    data = json.loads((out / "config.json").read_text())
+    data["model"].update(change)
+    (out / "config.json").write_text(json.dumps(data))
+    with pytest.raises(
+        AiaynError, match=rf"^{out / 'model.safetensors'}: weights do not match config.json.*{message}"
+    ):
+        load_model_dir(out)
+
+
+def test_an_interrupted_rewrite_of_a_model_directory_leaves_whole_files(tmp_path, run_python):
+    """A full disk while `aiayn average` rewrites a model directory: every file is old or new, whole."""
+    model = Transformer(ModelConfig(vocab_size=50, d_model=16, d_ff=32, n_heads=2, n_layers=1))
+    (tmp_path / "old.model").write_bytes(b"old" * 40_000)
+    out = save_model_dir(model, tmp_path / "m", tmp_path / "old.model")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (tmp_path / "new.model").write_bytes(b"new" * 40_000)
+    limit = (out / "model.safetensors").stat().st_size + 1000  # the weights fit, the tokenizer does not
+    printed = run_python(
+        "from aiayn.model.io import load_model_dir, save_model_dir\n"
+        f"model, _ = load_model_dir({str(out)!r})\n"
+        f"limit_files({limit})\n"
+        f"try:\n    save_model_dir(model, {str(out)!r}, {str(tmp_path / 'new.model')!r})\n"
+        "except OSError as err:\n    print('failed', err.errno)\n"
+    )
+    assert printed.startswith("failed")
+    assert (out / "spm.model").read_bytes() == before["spm.model"]
+    assert (out / "config.json").read_bytes() == before["config.json"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(before)  # no temporary file left
+    load_model_dir(out)

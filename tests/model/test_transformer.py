@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.config import BOS_ID, EOS_ID, PAD_ID, ModelConfig
+from aiayn.config import EOS_ID, PAD_ID, ModelConfig
 from aiayn.model import Transformer
 
 V = 40
@@ -25,7 +25,8 @@ VARIANTS = [
     {"positions": "learned"},
     {"sinusoid_layout": "concat", "activation": "swish", "final_logits_bias": True},
     {"tie_embeddings": "none", "src_vocab_size": 30, "activation": "gelu"},
-    {"tie_embeddings": "decoder", "n_decoder_layers": 3, "decoder_start_id": PAD_ID},
+    {"tie_embeddings": "decoder", "n_decoder_layers": 3, "decoder_start_id": None},  # learned <s> start
+    {"d_k": 4, "d_v": 12},  # Table 3 row (B) changes d_k alone; the cache and cross-attention follow
 ]
 
 
@@ -154,7 +155,10 @@ def test_three_way_tying_is_one_parameter_that_collects_all_gradients():
         ws = {k: (wu if k == use else w) for k in ("src", "tgt", "out")}
         parts.append(torch.autograd.grad(_functional_forward(model, ws, src, tgt).sum(), wu)[0])
     assert all(p.abs().sum() > 0 for p in parts)
-    torch.testing.assert_close(grad_all, sum(parts), rtol=1e-5, atol=1e-6)
+    expected = sum(parts)
+    assert expected[PAD_ID].abs().sum() > 0  # the decoder start and the softmax would train <pad>
+    expected[PAD_ID] = 0.0  # ... but the row the decoder starts from is held at zero
+    torch.testing.assert_close(grad_all, expected, rtol=1e-5, atol=1e-6)
 
 
 def _functional_forward(model, ws, src, tgt):
@@ -165,6 +169,29 @@ def _functional_forward(model, ws, src, tgt):
     memory = model.encoder(x, mask)
     y = F.embedding(tgt, ws["tgt"]) * scale + model.tgt_pos(tgt.size(1))
     return F.linear(model.decoder(y, memory, mask), ws["out"])
+
+
+@pytest.mark.parametrize("tie", ["all", "decoder", "none"])
+def test_the_decoder_starts_from_a_zero_vector_through_training(tie):
+    """decoder_start_id=pad (the default): the <pad> row stays zero under Adam, tied or not, so the
+    first decoder input is the position encoding alone; a learned <s> start trains its row."""
+    for start, held in ((PAD_ID, True), (None, False)):
+        torch.manual_seed(0)
+        model = small(tie_embeddings=tie, decoder_start_id=start, src_vocab_size=None if tie == "all" else 30)
+        assert model.config.zero_start is held
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2, weight_decay=0.1)
+        for _ in range(3):
+            tgt = torch.cat([torch.full((4, 1), model.config.start_id), tokens(4, 5)], dim=1)
+            logits = model(torch.randint(4, 30, (4, 6)), tgt)  # (4, 6, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), tokens(4, 6).flatten())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        row = model.tgt_embed.weight[PAD_ID]
+        assert bool(row.eq(0).all()) is held
+        if held:
+            x = model._embed(tgt[:, :1], model.tgt_embed, model.tgt_pos)  # (4, 1, d_model)
+            torch.testing.assert_close(x, model.tgt_pos(1).expand_as(x), rtol=0, atol=0)
 
 
 def test_untied_options_make_separate_parameters():
@@ -190,6 +217,15 @@ def test_initialisation_is_xavier_uniform_per_projection():
     assert model.encoder.layers[0].self_attn.qkv_proj.bias.abs().max() == 0
 
 
+def test_unequal_head_sizes_initialise_each_projection_on_its_own():
+    model = Transformer(ModelConfig.preset("tiny", vocab_size=100, d_k=16))  # Q, K: (64, 256); V: (256, 256)
+    parts = model.decoder.layers[0].self_attn.qkv_proj.weight.split([64, 64, 256])
+    parts += model.decoder.layers[0].cross_attn.kv_proj.weight.split([64, 256])
+    for w in parts:
+        bound = (6 / sum(w.shape)) ** 0.5
+        assert w.abs().max() <= bound and w.abs().max() > 0.9 * bound
+
+
 def test_a_tiny_model_learns_to_reverse_sequences():
     """Copy/reverse task (the sanity check of every seq2seq code base), trained on the CPU."""
     torch.manual_seed(0)
@@ -201,10 +237,10 @@ def test_a_tiny_model_learns_to_reverse_sequences():
     def batch(n=64, length=8):
         seq = torch.randint(4, 16, (n, length))
         out = torch.cat([seq.flip(1), torch.full((n, 1), EOS_ID)], 1)
-        tgt_in = torch.cat([torch.full((n, 1), BOS_ID), out[:, :-1]], 1)
+        tgt_in = torch.cat([torch.full((n, 1), config.start_id), out[:, :-1]], 1)
         return seq, tgt_in, out
 
-    for _ in range(400):
+    for _ in range(500):
         src, tgt_in, tgt_out = batch()
         loss = F.cross_entropy(model(src, tgt_in).flatten(0, 1), tgt_out.flatten())
         opt.zero_grad()

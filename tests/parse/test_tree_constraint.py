@@ -14,7 +14,7 @@ from torch import Tensor
 
 from aiayn.decode.search import beam_search, greedy_search, length_penalty
 from aiayn.errors import AiaynError
-from aiayn.parse.constraint import TreeConstraint, TreeVocab, tree_constraint
+from aiayn.parse.constraint import TreeConstraint, TreeMask, TreeVocab
 from aiayn.parse.trees import delinearise
 
 PAD, BOS, EOS = 0, 2, 3
@@ -53,8 +53,8 @@ class ScriptedStepper:
 
 def search(n_words: list[int], max_lens: list[int], beam: int, n_best: int = 1, alpha: float = 0.3):
     lens = torch.tensor(max_lens)
-    stepper = tree_constraint(VOCAB, torch.tensor(n_words), "cpu")(
-        ScriptedStepper(len(n_words) * beam), lens, beam
+    stepper = TreeMask(VOCAB, torch.tensor(n_words)).wrap(
+        ScriptedStepper(len(n_words) * beam), lens, beam, "cpu"
     )
     common = dict(start_id=BOS, eos_id=EOS, banned=(PAD, BOS), alpha=alpha)
     if beam == 1:

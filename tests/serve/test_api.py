@@ -43,7 +43,19 @@ def test_model_info(client, translator):
     assert info["parameters"] == sum(p.numel() for p in translator.model.parameters())
     assert info["config"] == translator.config.to_dict()
     assert info["int8"] is False
-    assert info["limits"] == {"max_batch": 5, "max_chars": 40, "timeout": 30.0}
+    config = translator.config
+    weights = config.n_heads * 128**2 * (config.n_layers + 2 * config.decoder_layers)
+    assert info["limits"] == {
+        "max_batch": 5,
+        "max_chars": 40,
+        "timeout": 30.0,
+        "max_body_bytes": 4096 + 5 * (12 * 40 + 8),
+        "max_work": 262_144,
+        "max_queue": 1024,
+        "attention_texts": 1,
+        "max_attention_tokens": 128,
+        "max_attention_weights": weights,
+    }
 
 
 def test_one_text_matches_translator(client, translator):
@@ -73,9 +85,13 @@ def test_n_best(client, translator):
 
 
 def test_empty_text_translates_to_empty(client):
-    got = _post(client, {"text": ["", "  ", "sol"], "attention": True}).json()["translations"]
-    assert [t["text"] for t in got[:2]] == ["", ""] and got[0]["attention"] is got[1]["attention"] is None
-    assert got[2]["text"] and got[2]["attention"]["src_tokens"][-1] == "</s>"
+    got = _post(client, {"text": ["", "  ", "sol"]}).json()["translations"]
+    assert [t["text"] for t in got[:2]] == ["", ""] and got[2]["text"]
+    for text in ("", "  "):  # attention comes for one text per request
+        (one,) = _post(client, {"text": text, "attention": True}).json()["translations"]
+        assert one["text"] == "" and one["attention"] is None
+    (one,) = _post(client, {"text": "sol", "attention": True}).json()["translations"]
+    assert one["text"] and one["attention"]["src_tokens"][-1] == "</s>"
 
 
 def test_attention_shapes_and_values(client, translator):
@@ -155,8 +171,8 @@ class GatedTranslator:
         self.gate.wait(timeout=30)
         return self.inner.translate(texts, **kwargs)
 
-    def attention(self, text, **kwargs):
-        return self.inner.attention(text, **kwargs)
+    def attention_maps(self, src_ids, tokens):
+        return self.inner.attention_maps(src_ids, tokens)
 
     def encode(self, texts):
         return self.inner.encode(texts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -114,10 +115,8 @@ def test_browser_translates_and_draws_attention(server, tmp_path):
         page.goto(server)
         page.fill("#source", text)
         page.click("#translate")
-        page.wait_for_function(
-            "document.querySelector('#translation').textContent.length > 0", timeout=60_000
-        )
-        assert page.inner_text("#translation") == expected["text"] != ""
+        page.wait_for_selector("#heatmap rect.cell", timeout=60_000)
+        assert page.inner_text("#translation").strip() == expected["text"] != ""
         assert page.is_visible("#attention")
 
         _check_cells(_cells(page), tgt, src, cross[-1].mean(axis=0))  # last layer, average of heads
@@ -139,9 +138,36 @@ def test_browser_translates_and_draws_attention(server, tmp_path):
         assert tooltip == f"{tgt[0]} \u2192 {src[-1]}: {cross[0, :, 0, -1].mean():.4f}"
         page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
 
+        _sentences_stream_in_and_each_shows_its_attention(page, server)
+
         page.fill("#source", "a" * 201)
         page.click("#translate")
         page.wait_for_selector("#error:not([hidden])")
         assert "the limit is 200" in page.inner_text("#error")
         browser.close()
     assert (tmp_path / "page.png").stat().st_size > 10_000
+
+
+def _sentences_stream_in_and_each_shows_its_attention(page, server):
+    """Two paragraphs of two and one sentences: the page shows what /v1/translate/stream sends, in
+    paragraphs, and a click on a sentence draws that sentence's attention."""
+    doc = "El perro come. La casa es grande.\n\nEl sol."  # Moses splits before a capital
+    stream = httpx.post(f"{server}/v1/translate/stream", json={"text": doc}, timeout=60).text
+    sent = [json.loads(line[6:]) for line in stream.splitlines() if line.startswith("data: ")][:-1]
+    page.fill("#source", doc)
+    page.click("#translate")
+    count = "document.querySelectorAll('#translation .sentence').length === 3"
+    page.wait_for_function(count, timeout=60_000)
+    spans = page.eval_on_selector_all(
+        "#translation .sentence", "els => els.map(e => [e.closest('p').dataset.paragraph, e.textContent])"
+    )
+    assert spans == [[str(s["paragraph"]), s["text"]] for s in sent]
+    assert [s["paragraph"] for s in sent] == [0, 0, 1]
+    second = sent[1]["source"]
+    api = httpx.post(f"{server}/v1/translate", json={"text": second, "attention": True}, timeout=60).json()
+    attn = api["translations"][0]["attention"]
+    page.click('#translation .sentence[data-index="1"]')
+    page.wait_for_selector('#heatmap[data-sentence="1"]', timeout=60_000)
+    page.select_option("#layer", "0")
+    page.select_option("#head", "0")
+    _check_cells(_cells(page), attn["tgt_tokens"], attn["src_tokens"], np.array(attn["cross"])[0, 0])

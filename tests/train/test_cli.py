@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from toy_data import tiny_config
+from toy_data import tiny_config, write_data_dir
 
 from aiayn.cli import main
 from aiayn.config import ModelConfig, RunConfig
@@ -164,3 +164,41 @@ def test_init_from_starts_training_from_the_given_weights(data_dir, tmp_path):
     assert fine < trained_loss[-1] + 0.5, (fine, trained_loss)
     info = json.loads((tmp_path / "fine" / "run.json").read_text())
     assert info["init_from"] == str(model_dir.resolve())
+
+
+def test_an_interrupted_config_rewrite_keeps_the_old_file(tmp_path, run_python):
+    """config.yaml is rewritten at every start: a crash (here: a full disk) mid-write keeps the old one."""
+    path = tmp_path / "config.yaml"
+    tiny_config().to_yaml(path)
+    before = path.read_text()
+    printed = run_python(
+        "from aiayn.config import RunConfig\nconfig = RunConfig()\nlimit_files(100)\n"
+        f"try:\n    config.to_yaml({str(path)!r})\nexcept OSError as err:\n    print('failed', err.errno)\n"
+    )
+    assert printed.startswith("failed")
+    assert path.read_text() == before and [p.name for p in tmp_path.iterdir()] == ["config.yaml"]
+
+
+def test_an_empty_run_config_is_an_error_not_the_defaults(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.yaml").write_text("")
+    with pytest.raises(AiaynError, match=r"config.yaml: expected a YAML mapping of settings, found NoneType"):
+        build_run_config(tmp_path / "run")
+
+
+def test_learned_positions_shorter_than_a_dev_pair_fail_at_the_start(tmp_path):
+    """Not `eval_every` steps into the run, when the first dev batch overflows the position table."""
+    from aiayn.data.dataset import ShardWriter, TokenDataset
+
+    data = write_data_dir(tmp_path / "data")
+    train_set = TokenDataset(data, "train")
+    widest = int(max(train_set.src_lengths.max(), train_set.tgt_lengths.max()))
+    writer = ShardWriter(data, "valid", 80)
+    writer.add([[5] * (widest + 4)], [[6] * 3])  # one dev pair longer than any train pair
+    writer.close()
+    config = tiny_config(max_steps=2, eval_every=1)
+    config = config.replace(model=config.model.replace(positions="learned", max_positions=widest))
+    message = rf"valid split has pairs of up to {widest + 5} tokens but the model has max_positions={widest}"
+    with pytest.raises(AiaynError, match=message):
+        train(data, tmp_path / "run", config, progress=False)
+    assert not (tmp_path / "run").exists()

@@ -74,7 +74,8 @@ def test_accumulated_update_equals_one_big_batch(data_dir, tmp_path):
     model = Transformer(result_config.model)
     ds = TokenDataset(data_dir, "train")
     sampler = TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, cfg.train.max_tokens, seed=cfg.train.seed)
-    batches = [collate(ds, idx) for idx in sampler.batches(0)[:2]]
+    start = (cfg.model.pad_id, cfg.model.start_id)  # the decoder starts from <pad>, as the trainer's
+    batches = [collate(ds, idx, *start) for idx in sampler.batches(0)[:2]]
     total = sum(b.n_tgt_tokens for b in batches)
     loss = sum(label_smoothed_nll(model(b.src, b.tgt_in), b.tgt_out, 0.1, 0)[0] for b in batches) / total
     loss.backward()
@@ -185,3 +186,18 @@ def test_init_from_rejects_another_vocabulary(data_dir, tmp_path):
     other = save_model_dir(Transformer(config), tmp_path / "other")
     with pytest.raises(AiaynError, match="vocabulary has"):
         train(data_dir, tmp_path / "run", tiny_config(max_steps=0), init_from=other, progress=False)
+
+
+def test_init_from_keeps_the_decoder_start(data_dir, tmp_path):
+    """A model whose decoder starts from a learned <s> (aiayn's before issue 21) is not fine-tuned as
+    one that starts from a zero vector, which would change its function; the message says what to set."""
+    from aiayn.model.io import save_model_dir
+
+    run = tiny_config(max_steps=0)
+    config = run.model.replace(vocab_size=_vocab(data_dir), decoder_start_id=None)
+    learned = save_model_dir(Transformer(config), tmp_path / "learned")
+    message = "starts from id 2, this run.s from 0; add --set decoder_start_id=null"
+    with pytest.raises(AiaynError, match=message):
+        train(data_dir, tmp_path / "run", run, init_from=learned, progress=False)
+    same = run.replace(model=run.model.replace(decoder_start_id=None))
+    train(data_dir, tmp_path / "same", same, init_from=learned, progress=False)

@@ -9,7 +9,7 @@ from safetensors.torch import load_file
 
 from aiayn.cli import main
 from aiayn.errors import AiaynError
-from aiayn.train import checkpoint
+from aiayn.train import checkpoint, eta
 from aiayn.vision import train as vision_train
 from aiayn.vision.data import FASHION_MNIST_DIR
 from aiayn.vision.model import VisionConfig, VisionTransformer
@@ -25,14 +25,20 @@ def quick_recipe(**changes) -> VisionTrainConfig:
     return VisionTrainConfig(**{**base, "save_minutes": None, **changes})
 
 
-def test_a_tiny_vit_learns_which_quadrant_is_bright(tmp_path, quadrant_splits, one_thread):
+def test_a_tiny_vit_learns_which_quadrant_is_bright(tmp_path, quadrant_splits, one_thread, capsys):
     result = train_vision(tmp_path / "run", quadrant_splits, TINY, quick_recipe(), progress=False)
     assert result.stop_reason == "epochs" and result.step == 4 * 32
     assert result.test_accuracy >= 0.95  # chance is 0.25
     info = json.loads((result.model_dir / "config.json").read_text())
     assert info["test_accuracy"] == result.test_accuracy and info["classes"] == ["NW", "NE", "SW", "SE"]
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert {r["kind"] for r in rows} == {"train", "dev", "test"}
+    assert {r["kind"] for r in rows} == {"train", "dev", "test", "eta"}
+    (timing,) = [r for r in rows if r["kind"] == "eta"]  # said once, after the timed span
+    assert timing["step"] == eta.SKIP + eta.SPAN
+    updates_left = 4 * 32 - timing["step"]
+    assert timing["seconds_left"] > updates_left * timing["s_per_update"]  # + the evaluations to come
+    assert timing["img_s"] == pytest.approx(32 / timing["s_per_update"], rel=0.01)
+    assert "the rest takes about" in capsys.readouterr().err
     assert sum(r["kind"] == "dev" for r in rows) == 4  # one dev evaluation per epoch
     assert sorted(p.name for p in (tmp_path / "run" / "plots").iterdir()) == [
         "accuracy.png",

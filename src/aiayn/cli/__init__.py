@@ -219,9 +219,10 @@ def _add_search_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent (paper: 0.6)")
     p.add_argument(
         "--length-penalty-style",
-        choices=["gnmt", "len"],
+        choices=["gnmt", "len", "fairseq"],
         default="gnmt",
-        help="gnmt: ((5+|Y|)/6)^alpha (paper); len: |Y|^alpha (fairseq, HF)",
+        help="gnmt: ((5+|Y|)/6)^alpha (paper); len: |Y|^alpha as HF generate; fairseq: |Y|^alpha, "
+        "stopping once beam-size hypotheses end (fairseq, CTranslate2)",
     )
     p.add_argument("--max-len-a", type=float, default=1.0, help="output at most a*|source|+b tokens")
     p.add_argument("--max-len-b", type=int, default=50, help="see --max-len-a")
@@ -249,12 +250,49 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
         description="Translate with beam search (6.1): one line in, one line out, in order. With --nbest N, "
         "up to N rows per line: LINE<TAB>RANK<TAB>SCORE<TAB>LOG_PROB<TAB>TRANSLATION.",
     )
-    p.add_argument("model_dir", metavar="MODEL_DIR", help="a model directory (aiayn average, import-marian)")
+    p.add_argument(
+        "model_dirs",
+        nargs="+",
+        metavar="MODEL_DIR",
+        help="a model directory; several: an ensemble (one vocabulary)",
+    )
     p.add_argument("-i", "--input", metavar="F", help="input file (default: stdin)")
     p.add_argument("-o", "--output", metavar="F", help="output file (default: stdout)")
     p.add_argument("--nbest", type=int, default=1, help="hypotheses per line (TSV output when > 1)")
     _add_search_options(p)
+    g = p.add_argument_group("decoding controls")
+    g.add_argument("--prefix-file", metavar="F", help="per input line, a start the translation must continue")
+    g.add_argument(
+        "--constraints-file", metavar="F", help="per input line, tab-separated phrases it must contain"
+    )
+    g.add_argument("--sample", action="store_true", help="sample --nbest outputs instead of searching")
+    g.add_argument("--temperature", type=float, default=1.0, help="with --sample: divide log-probs by this")
+    g.add_argument("--top-k", type=int, default=0, help="with --sample: only the k most probable (0: all)")
+    g.add_argument("--top-p", type=float, default=1.0, help="with --sample: the smallest set with this mass")
+    g.add_argument("--seed", type=int, default=0, help="with --sample: the draws' seed")
+    g.add_argument(
+        "--align", action="store_true", help="write 'translation ||| i-j ...' (source-target words)"
+    )
+    g.add_argument("--replace-unk", action="store_true", help="<unk> words become their aligned source word")
+    g.add_argument("--document", action="store_true", help="the input is one document: split into sentences")
     p.set_defaults(handler=_run_translate)
+
+
+def _controls(args: argparse.Namespace) -> dict:
+    """translate()'s keyword arguments for the decoding-control flags (files read whole)."""
+    from aiayn.config import SamplingConfig
+    from aiayn.decode.stream import read_lines
+
+    controls: dict = {"align": args.align, "replace_unk": args.replace_unk}
+    if args.sample:
+        controls["sample"] = SamplingConfig(args.temperature, args.top_k, args.top_p, args.seed)
+    if args.prefix_file:
+        controls["prefix"] = read_lines(args.prefix_file)
+    if args.constraints_file:
+        controls["constraints"] = [
+            [c for c in line.split("\t") if c.strip()] for line in read_lines(args.constraints_file)
+        ]
+    return controls
 
 
 def _run_translate(args: argparse.Namespace) -> None:
@@ -262,19 +300,24 @@ def _run_translate(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from aiayn.config import DecodeConfig
-    from aiayn.decode.stream import translate_stream
+    from aiayn.decode.stream import read_document, translate_stream
     from aiayn.decode.translator import Translator
 
     options = _search_options(args, args.nbest)
     DecodeConfig(**options)  # bad settings fail before the model loads
-    translator = Translator.load(args.model_dir, args.device, int8=args.int8)
+    controls = _controls(args)
     if args.input and not Path(args.input).is_file():
         raise AiaynError(f"{args.input}: no such file")
+    dirs = args.model_dirs[0] if len(args.model_dirs) == 1 else args.model_dirs
+    translator = Translator.load(dirs, args.device, int8=args.int8)
     with contextlib.ExitStack() as stack:
         lines = stack.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
         name = args.input or "<stdin>"
-        translate_stream(translator, lines, out, sys.stderr, name, **options)
+        if args.document:
+            out.write(translator.translate_document(read_document(lines, name), **options, **controls))
+        else:
+            translate_stream(translator, lines, out, sys.stderr, name, **options, **controls)
 
 
 COMMANDS.append(_add_translate)
@@ -360,7 +403,7 @@ COMMANDS.append(_add_plot)
 
 
 def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
-    from aiayn.cli import doctor, interop, serve, vision
+    from aiayn.cli import doctor, interop, serve, variations, vision
 
     return [
         serve.add_serve,
@@ -370,6 +413,7 @@ def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
         interop.add_import_marian,
         interop.add_export_hf,
         doctor.add_doctor,
+        variations.add_variations,
     ]
 
 

@@ -28,8 +28,10 @@ def add_export_hf(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export-hf",
         help="write an aiayn model as a Hugging Face MarianMTModel directory (then CTranslate2, ...)",
-        description="Export to a MarianMTModel directory with equal outputs. Pre-norm, final-norm, "
-        "learned-position models and layer_norm_eps other than 1e-5 cannot be expressed and are refused.",
+        description="Export to a MarianMTModel directory with equal outputs, laid out as an OPUS-MT "
+        "model (</s> 0, <unk> 1, <pad> last, the decoder starting from <pad>) so that tools built for "
+        "OPUS-MT (CTranslate2, ...) take it. Pre-norm, final-norm, learned-position models and "
+        "layer_norm_eps other than 1e-5 cannot be expressed and are refused.",
     )
     p.add_argument("model_dir", metavar="MODEL_DIR", help="an aiayn model directory")
     p.add_argument("out_dir", metavar="OUT_DIR", help="the Hugging Face directory to write")
@@ -37,6 +39,11 @@ def add_export_hf(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_export_hf(args: argparse.Namespace) -> None:
+    import sys
+
     from aiayn.interop.hf_export import export_hf
 
-    print(f"wrote {export_hf(args.model_dir, args.out_dir)}")
+    def warn(message: str) -> None:
+        print(f"aiayn export-hf: warning: {message}", file=sys.stderr)
+
+    print(f"wrote {export_hf(args.model_dir, args.out_dir, warn)}")

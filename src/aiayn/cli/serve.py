@@ -19,6 +19,22 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=30.0, help="seconds a request may take (else 503)")
     p.add_argument("--batch-wait-ms", type=float, default=5.0, help="ms to gather requests into one batch")
     p.add_argument("--batch-texts", type=int, default=64, help="most texts per model call; 1 = no batching")
+    p.add_argument(
+        "--max-attention-tokens",
+        type=int,
+        default=128,
+        help="most tokens per side of an attention answer (else 413)",
+    )
+    p.add_argument(
+        "--max-work",
+        type=int,
+        default=262_144,
+        help="most texts x beam x (|source| + 50) in a request (else 413)",
+    )
+    p.add_argument(
+        "--batch-work", type=int, default=16_384, help="the same per model call: larger requests take turns"
+    )
+    p.add_argument("--max-queue", type=int, default=1024, help="most texts waiting for the model (else 503)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: a GPU if there is one)")
     p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
     p.set_defaults(handler=_run_serve)
@@ -27,9 +43,9 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
 def _run_serve(args: argparse.Namespace) -> None:
     from aiayn.serve import ServeSettings, serve
 
-    settings = ServeSettings(
-        args.max_batch, args.max_chars, args.timeout, args.batch_wait_ms, args.batch_texts
-    )
+    names = ("max_batch", "max_chars", "timeout", "batch_wait_ms", "batch_texts", "max_attention_tokens")
+    names += ("max_work", "batch_work", "max_queue")
+    settings = ServeSettings(**{name: getattr(args, name) for name in names})
     serve(args.model_dir, args.host, args.port, settings, args.device, int8=args.int8)
 
 

@@ -16,7 +16,7 @@ def add_vision_train(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory (checkpoints, model/ ...)")
     p.add_argument("--minutes", type=float, help="time budget of the run, final test evaluation included")
-    p.add_argument("--epochs", type=int, help="at most this many epochs (default 10, or none with --minutes)")
+    p.add_argument("--epochs", type=int, help="at most this many epochs (default 20, or none with --minutes)")
     add_set_option(p, "any VisionConfig / VisionTrainConfig field, e.g. --set patch_size=4 (repeatable)")
     p.add_argument("--limit", type=int, help="use only the first N images of each split (smoke runs)")
     p.add_argument("--data-dir", metavar="DIR", help="Fashion-MNIST's IDX files (default: Debian's)")

@@ -4,7 +4,9 @@ A user's file is never silently mangled. Different line counts, invalid UTF-8 an
 exactly one tab are errors that name the file and line; with `skip_bad_lines` the bad lines (the
 pair they belong to) are skipped and counted instead. Lines are read as bytes and split on "\\n"
 only, and runs of whitespace inside a line become one space, so that a stray "\\r", U+2028 or tab
-cannot split a line when the text is written out and read again.
+cannot split a line when the text is written out and read again. A line of more than
+`safe_io.MAX_LINE_BYTES` (a binary or a CR-only file has no "\\n") is an error at its file:line,
+never read whole into memory; --skip-bad-lines cannot skip it (the next line's start is unknown).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from aiayn.errors import AiaynError
+from aiayn.safe_io import capped_lines
 
 HELD_OUT_MAX = 1000  # sentences in each of valid and test when they are split off the corpus
 HELD_OUT_FRACTION = 50  # ... and at most 1/50 of the corpus each
@@ -88,7 +91,7 @@ class ParallelText:
     def __iter__(self) -> Iterator[tuple[int, str, str]]:
         self.bad_lines = 0
         with ExitStack() as stack:
-            handles = [stack.enter_context(open(p, "rb")) for p in self.paths]
+            handles = [capped_lines(stack.enter_context(open(p, "rb")), str(p)) for p in self.paths]
             for line_no, raws in enumerate(zip(*handles, strict=True), start=1):
                 try:
                     yield (line_no, *self._pair(raws, line_no))

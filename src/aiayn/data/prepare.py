@@ -6,9 +6,13 @@ seeded sample of the train pairs kept), train the joint BPE vocabulary on the st
 reuse an existing SentencePiece model, `spm`, so that a trained model can be fine-tuned on the data),
 encode every split in chunks into memory-mapped shards (train pairs over `max_len` tokens or with a
 length ratio over `max_ratio` dropped), keep the raw text of every split, and write `meta.json` with
-every count and the reason for every drop. All of it happens in a hidden temporary directory that is
-renamed into place at the end, so a killed run never leaves a directory that looks complete (the next
-run removes what it left); a finished directory is left alone unless `force`.
+every count and the reason for every drop. Valid and test pairs over `max_len` stay in the raw text
+(BLEU scores the whole split) but not in the shards that dev-loss batches are made of: one such pair
+would otherwise be a batch of its own, quadratic in attention memory, or overflow learned positions;
+prepare reports their count and the first one's file:line (meta.json: long_held_out).
+All of it happens in a hidden temporary directory, fsynced and renamed into place at the end
+(`safe_io.building_directory`), so a killed run never leaves a directory that looks complete (the next
+run removes what it left, never a live run's); a finished directory is left alone unless `force`.
 
 Data directory: meta.json, spm.model, spm.vocab, {split}.{src,tgt}.bin, {split}.index.npz and
 raw/{split}.{src,tgt} for split in train, valid, test.
@@ -20,7 +24,6 @@ import json
 import re
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from itertools import chain, islice
@@ -35,6 +38,7 @@ from aiayn.data.dataset import ShardWriter, TokenDataset, token_dtype
 from aiayn.data.stage import Stage, open_text, read_lines, sample_train, stage_builtin, stage_user
 from aiayn.data.tokenizer import CHARACTER_COVERAGE, Tokenizer
 from aiayn.errors import AiaynError
+from aiayn.safe_io import building_directory
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "valid", "test")
@@ -65,10 +69,13 @@ def _say(message: str, progress: bool) -> None:
         print(message, file=sys.stderr)
 
 
-def _chunks(stage_dir: Path, split: str) -> Iterator[tuple[list[str], list[str]]]:
+def _chunks(stage_dir: Path, split: str) -> Iterator[tuple[list[str], list[str], list[str]]]:
+    """(sources, targets, origins) of CHUNK staged pairs at a time; no origins for train."""
     sources, targets = read_lines(stage_dir / f"{split}.src"), read_lines(stage_dir / f"{split}.tgt")
+    where = stage_dir / f"{split}.where"
+    origins = read_lines(where) if where.is_file() else iter(())
     while chunk_src := list(islice(sources, CHUNK)):
-        yield chunk_src, list(islice(targets, CHUNK))
+        yield chunk_src, list(islice(targets, CHUNK)), list(islice(origins, CHUNK))
 
 
 def _keep(src_len: int, tgt_len: int, max_len: int, max_ratio: float, counts: dict[str, int]) -> bool:
@@ -81,15 +88,30 @@ def _keep(src_len: int, tgt_len: int, max_len: int, max_ratio: float, counts: di
     return True
 
 
+def _held_out_fits(lengths, max_len: int, origins: list[str], long: dict[str, Any]) -> list[int]:
+    """Indices of the valid/test pairs within max_len; the others are counted in `long`, first named."""
+    keep = []
+    for i, (s, t) in enumerate(lengths):
+        if max(s, t) <= max_len:
+            keep.append(i)
+        else:
+            long["pairs"] += 1
+            long["first"] = long["first"] or origins[i]
+    return keep
+
+
 def _encode_split(
     tokenizer: Tokenizer, work: Path, split: str, counts: dict[str, int], limits, progress: bool
 ):
-    """Encode one staged split into shards and raw text; `limits` = (max_len, max_ratio) or None.
+    """Encode one staged split into shards and raw text; `limits` = (max_len, max_ratio).
 
-    Returns the split's token counts (EOS included) and unk counts, per side.
+    Train pairs outside the limits are dropped; valid/test pairs over max_len are kept in the raw text
+    and left out of the shards. Returns the split's token counts (EOS included) and unk counts, per
+    side, and {"pairs", "first"} of the valid/test pairs left out.
     """
     writer = ShardWriter(work, split, tokenizer.vocab_size)
     unk = {"src": 0, "tgt": 0}
+    long: dict[str, Any] = {"pairs": 0, "first": None}
     total = counts["read"] - sum(v for k, v in counts.items() if k != "read")
     with ExitStack() as stack:
         raw = [
@@ -98,19 +120,22 @@ def _encode_split(
         bar = stack.enter_context(
             tqdm(total=total, desc=f"encode {split}", unit=" pairs", disable=not progress)
         )
-        for sources, targets in _chunks(work / "stage", split):
+        for sources, targets, origins in _chunks(work / "stage", split):
             src_ids, tgt_ids = tokenizer.encode(sources), tokenizer.encode(targets)
             lengths = zip(map(len, src_ids), map(len, tgt_ids), strict=True)
-            keep = [i for i, (s, t) in enumerate(lengths) if limits is None or _keep(s, t, *limits, counts)]
+            if split == "train":
+                keep = text = [i for i, (s, t) in enumerate(lengths) if _keep(s, t, *limits, counts)]
+            else:
+                keep, text = _held_out_fits(lengths, limits[0], origins, long), range(len(sources))
             writer.add([src_ids[i] for i in keep], [tgt_ids[i] for i in keep])
             for side, ids in (("src", src_ids), ("tgt", tgt_ids)):
                 unk[side] += sum(ids[i].count(UNK_ID) for i in keep)
             for f, lines in zip(raw, (sources, targets), strict=True):
-                f.writelines(lines[i] + "\n" for i in keep)
+                f.writelines(lines[i] + "\n" for i in text)
             bar.update(len(sources))
     counts["kept"] = writer.close()
     dataset = TokenDataset(work, split)
-    return {"src": int(dataset.src_lengths.sum()), "tgt": int(dataset.tgt_lengths.sum())}, unk
+    return {"src": int(dataset.src_lengths.sum()), "tgt": int(dataset.tgt_lengths.sum())}, unk, long
 
 
 def _language(path: str | Path | None, default: str) -> str:
@@ -142,17 +167,6 @@ def _check_out(out: Path, force: bool) -> bool:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise AiaynError(f"{out} exists and is not a data directory (no meta.json); choose another --out")
     return False
-
-
-def _move_into_place(work: Path, out: Path) -> None:
-    """Rename the finished temporary directory to `out`, replacing an old data directory there."""
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{work.name}")
-        out.rename(old)
-    work.rename(out)
-    if old is not None:
-        shutil.rmtree(old)
 
 
 def prepare(
@@ -218,16 +232,8 @@ def building(out: Path, force: bool, progress: bool) -> Iterator[Path | None]:
         _say(f"{out} is already prepared; pass --force to prepare it again", progress)
         yield None
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for leftover in out.parent.glob(f".{out.name}.tmp-*"):  # from a run that was killed
-        shutil.rmtree(leftover, ignore_errors=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    work.chmod(0o755)  # mkdtemp makes it private; the data directory is an ordinary one
-    try:
+    with building_directory(out) as work:
         yield work
-        _move_into_place(work, out)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def write_meta(work: Path, meta: dict[str, Any]) -> None:
@@ -303,6 +309,17 @@ def _note_unk(unk: dict[str, int], tokens: dict[str, int], progress: bool) -> No
         )
 
 
+def _note_long(long: dict[str, dict[str, Any]], max_len: int, progress: bool) -> None:
+    for split in ("valid", "test"):
+        if long[split]["pairs"]:
+            _say(
+                f"note: {long[split]['pairs']} {split} pair(s) have more than max_len={max_len} pieces "
+                f"(first: {long[split]['first']}); BLEU scores them (raw/{split}.*), the dev loss leaves "
+                "them out (meta.json: long_held_out)",
+                progress,
+            )
+
+
 def _build(
     work: Path, corpus, inputs, vocabulary: Tokenizer | int, limits, seed: int, skip: bool, progress: bool
 ) -> dict:
@@ -327,12 +344,12 @@ def _build(
     if limits[2] is not None:
         sample_train(work / "stage", counts["train"], limits[2], seed)
     tokenizer = _vocabulary(work, vocabulary, seed, progress)
-    tokens, unk = {}, {}
+    tokens, unk, long = {}, {}, {}
     for split in SPLITS:
-        split_limits = limits[:2] if split == "train" else None
-        tokens[split], unk[split] = _encode_split(
-            tokenizer, work, split, counts[split], split_limits, progress
+        tokens[split], unk[split], long[split] = _encode_split(
+            tokenizer, work, split, counts[split], limits[:2], progress
         )
+    _note_long(long, limits[0], progress)
     if counts["train"]["kept"] == 0:
         raise AiaynError(f"no train pairs left after the max_len={limits[0]}, max_ratio={limits[1]} filters")
     reused = isinstance(vocabulary, Tokenizer)
@@ -356,6 +373,7 @@ def _build(
             "train_limit": limits[2],
         },
         "lines_read": {split: counts[split]["read"] for split in SPLITS},
+        "long_held_out": {split: long[split] for split in ("valid", "test")},
         "dropped": {split: {k: counts[split][k] for k in DROP_REASONS} for split in SPLITS},
         "drop_reasons": DROP_REASONS,
     }

@@ -2,7 +2,8 @@
 
 Empty pairs are dropped and counted as they are staged; a user's valid/test splits are drawn from
 train with a seed when not given (pairs that share a side with train removed); `sample_train` keeps a
-seeded sample of the staged train pairs (`--train-limit`).
+seeded sample of the staged train pairs (`--train-limit`). For valid and test, stage/{split}.where
+says where each staged pair came from ("corpus.es:123"), so that prepare can name a line it reports.
 """
 
 from __future__ import annotations
@@ -20,20 +21,22 @@ from aiayn.data.corpus import ParallelText, held_out_indices
 
 
 class Stage:
-    """Writes one split's non-empty pairs to stage/{split}.src|tgt and counts what it drops."""
+    """Writes one split's non-empty pairs to stage/{split}.src|tgt (and .where) and counts what it drops."""
 
     def __init__(self, stage_dir: Path, split: str, counts: dict[str, int]) -> None:
         self.paths = stage_dir / f"{split}.src", stage_dir / f"{split}.tgt"
-        self._files = [open_text(p, "w") for p in self.paths]
+        where = [stage_dir / f"{split}.where"] if split != "train" else []
+        self._files = [open_text(p, "w") for p in [*self.paths, *where]]
         self.counts = counts
 
-    def add(self, source: str, target: str) -> None:
+    def add(self, source: str, target: str, where: str = "") -> None:
+        """Stage one pair; `where` names its origin (file:line), kept for valid and test."""
         self.counts["read"] += 1
         if not source or not target:
             self.counts["empty"] += 1
             return
-        self._files[0].write(source + "\n")
-        self._files[1].write(target + "\n")
+        for f, text in zip(self._files, (source, target, where), strict=False):
+            f.write(text + "\n")
 
     def close(self) -> None:
         for f in self._files:
@@ -53,8 +56,9 @@ def read_lines(path: Path) -> Iterator[str]:
 
 def stage_builtin(name: str, stages: dict[str, Stage]) -> None:
     for split, pairs in get_corpus(name).load().items():
-        for source, target in pairs:
-            stages[split].add(" ".join(source.split()), " ".join(target.split()))
+        for number, (source, target) in enumerate(pairs, start=1):
+            where = f"{name} {split} pair {number}"
+            stages[split].add(" ".join(source.split()), " ".join(target.split()), where)
 
 
 def stage_user(
@@ -68,10 +72,10 @@ def stage_user(
     valid_idx, test_idx = held_out_indices(train.n_lines, seed)
     held = {int(i) + 1: split for split, idx in (("valid", valid_idx), ("test", test_idx)) for i in idx}
     held = {line: split for line, split in held.items() if not inputs[split]}
-    held_pairs: dict[str, list[tuple[str, str]]] = {"valid": [], "test": []}
+    held_pairs: dict[str, list[tuple[str, str, str]]] = {"valid": [], "test": []}
     for line_no, source, target in tqdm(train, total=train.n_lines, desc="read train", disable=not progress):
         if line_no in held:
-            held_pairs[held[line_no]].append((source, target))
+            held_pairs[held[line_no]].append((source, target, f"{train.paths[0]}:{line_no}"))
         else:
             stages["train"].add(source, target)
     stages["train"].counts["bad_lines"] = train.bad_lines
@@ -79,19 +83,19 @@ def stage_user(
     candidates = list(chain.from_iterable(held_pairs.values()))
     in_train = [{p[i] for p in candidates}.intersection(read_lines(stages["train"].paths[i])) for i in (0, 1)]
     for split, pairs in held_pairs.items():
-        for source, target in pairs:
+        for source, target, where in pairs:
             if source in in_train[0] or target in in_train[1]:
                 stages[split].counts["read"] += 1
                 stages[split].counts["overlap_with_train"] += 1
             else:
-                stages[split].add(source, target)
+                stages[split].add(source, target, where)
 
 
 def _copy(text: ParallelText, stage: Stage, progress: bool) -> None:
-    for _, source, target in tqdm(
+    for line_no, source, target in tqdm(
         text, total=text.n_lines, desc=f"read {text.paths[0]}", disable=not progress
     ):
-        stage.add(source, target)
+        stage.add(source, target, f"{text.paths[0]}:{line_no}")
     stage.counts["bad_lines"] = text.bad_lines
 
 

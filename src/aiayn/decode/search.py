@@ -7,8 +7,9 @@ row `i * beam_size + j` is hypothesis j of sentence i.
 
 Beam search as the paper (6.1, after GNMT and tensor2tensor): beam size 4, hypotheses ranked by
 log P(Y|X) / lp(Y) with lp(Y) = ((5 + |Y|) / 6)^alpha, alpha = 0.6 (`style="gnmt"`), or
-lp(Y) = |Y|^alpha (`style="len"`, fairseq / HF transformers). |Y| counts the generated tokens
-including the final EOS (as tensor2tensor, GNMT and HF `generate`).
+lp(Y) = |Y|^alpha (`style="len"`: HF transformers; `style="fairseq"`: fairseq and CTranslate2,
+which stop earlier). |Y| counts the generated tokens including the final EOS (as tensor2tensor,
+GNMT, HF `generate` and fairseq; CTranslate2 only with return_end_token=True).
 
 One step: the 2k best continuations (log P summed over the prefix) of each sentence's k live
 hypotheses come from one top-k over (k * vocab); those among the first k that end in EOS join the
@@ -20,22 +21,38 @@ A sentence stops when
   is exactly greedy search.
 - "len": its pool holds k hypotheses and best live log P / (current length)^alpha does not beat
   the worst finished one: HF `generate(num_beams=k, length_penalty=alpha)` (early_stopping=False).
+- "fairseq": as "gnmt" with lp = |Y|^alpha: fairseq's beam search, CTranslate2's (patience 1),
+  and HF's with early_stopping=True.
 Finished sentences leave the batch (`Stepper.select`). A sentence whose hypotheses reach
 `max_lens[i]` tokens gets EOS forced at the next step, so every output has at most max_lens[i]
 tokens before its EOS (fairseq's convention; HF's max_length = this + 2, start token and EOS).
+
+Both searches take `should_stop`, a callable asked once before every step: when it answers True
+(a server whose client left or whose deadline passed) the search raises `SearchStopped` instead of
+spending the rest of its steps on an answer nobody will read.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 from torch import Tensor
 
-STYLES = ("gnmt", "len")
+STYLES = ("gnmt", "len", "fairseq")
+StopHook = Callable[[], bool]  # asked before every step; True: stop (raise SearchStopped)
+
+
+class SearchStopped(Exception):
+    """The caller's `should_stop()` answered True at a step boundary: the search gave up its work."""
+
+
+def _check_stop(should_stop: StopHook | None, step: int) -> None:
+    if should_stop is not None and should_stop():
+        raise SearchStopped(f"stopped before step {step}")
 
 
 class Stepper(Protocol):
@@ -61,10 +78,10 @@ class Hypothesis:
 
 
 def length_penalty(length: float | Tensor, alpha: float, style: str = "gnmt") -> float | Tensor:
-    """lp(Y): GNMT's ((5 + |Y|) / 6)^alpha, or |Y|^alpha for style "len"."""
+    """lp(Y): GNMT's ((5 + |Y|) / 6)^alpha, or |Y|^alpha for styles "len" and "fairseq"."""
     if style == "gnmt":
         return ((5.0 + length) / 6.0) ** alpha
-    if style == "len":
+    if style in ("len", "fairseq"):
         return length**alpha
     raise ValueError(f"length_penalty_style={style!r} is not one of {STYLES}")
 
@@ -81,6 +98,45 @@ def _mask_step(logp: Tensor, step: int, max_lens: Tensor, eos_id: int, banned: T
     return logp
 
 
+class Prefixes:
+    """Target prefixes: the first tokens of sentence i's output are forced to `prefixes[i]`
+    (interactive translation, post-editing; fairseq's `prefix_tokens`, CTranslate2's
+    `target_prefix`). Every hypothesis continues the prefix, however improbable the model finds
+    it; its log P counts the prefix's tokens, as the model scores them."""
+
+    def __init__(self, prefixes: Sequence[Sequence[int]], eos_id: int, banned: Sequence[int]):
+        bad = set(banned) | {eos_id}
+        for i, p in enumerate(prefixes):
+            if bad & set(p):
+                raise ValueError(
+                    f"prefix {i + 1} holds a token a hypothesis may not contain: {sorted(bad & set(p))}"
+                )
+        self.lens = torch.tensor([len(p) for p in prefixes], dtype=torch.long)  # (n,) CPU
+        self.length = int(self.lens.max()) if len(prefixes) else 0
+        self.tokens = torch.full((len(prefixes), max(self.length, 1)), -1, dtype=torch.long)  # (n, P)
+        for i, p in enumerate(prefixes):
+            self.tokens[i, : len(p)] = torch.tensor(list(p), dtype=torch.long)
+
+    def room(self, max_lens: Tensor) -> Tensor:
+        """max_lens (n,) raised where a prefix is longer: the output holds at least the prefix."""
+        return torch.maximum(max_lens, self.lens)
+
+    def force(self, logp: Tensor, step: int, ids: Tensor) -> Tensor:
+        """logp (n', rows_per, vocab) of the live sentences `ids` (n',) (CPU): at `step` (from 1),
+        a sentence whose prefix is that long may only take its prefix token."""
+        if step > self.length:
+            return logp
+        token = self.tokens[ids, step - 1]  # (n',), -1 where the prefix has ended
+        rows = (token >= 0).nonzero()[:, 0]
+        if rows.numel() == 0:
+            return logp
+        rows, token = rows.to(logp.device), token[token >= 0].to(logp.device)
+        kept = logp[rows, :, token]  # (m, rows_per)
+        logp[rows] = -math.inf
+        logp[rows, :, token] = kept
+        return logp
+
+
 def greedy_search(
     stepper: Stepper,
     max_lens: Tensor,
@@ -90,12 +146,16 @@ def greedy_search(
     banned: Sequence[int] = (),
     alpha: float = 0.6,
     style: str = "gnmt",
+    prefixes: Prefixes | None = None,
     device: torch.device | str = "cpu",
+    should_stop: StopHook | None = None,
 ) -> list[list[Hypothesis]]:
     """The most probable next token at every step. max_lens (n,) int on the CPU.
 
     Returns one hypothesis per sentence, scored as beam search would score it.
     """
+    if prefixes is not None:
+        max_lens = prefixes.room(max_lens)
     n = max_lens.numel()
     total = int(max_lens.max()) + 1 if n else 0
     banned_t = torch.tensor(sorted(banned), dtype=torch.long, device=device)
@@ -105,7 +165,9 @@ def greedy_search(
     tokens = torch.full((n,), start_id, dtype=torch.long, device=device)
     results: list[list[Hypothesis]] = [[] for _ in range(n)]
     for step in range(1, total + 1):
-        logp = _mask_step(stepper.step(tokens)[:, None], step, max_lens, eos_id, banned_t)[:, 0]
+        _check_stop(should_stop, step)
+        logp = _mask_step(stepper.step(tokens)[:, None], step, max_lens, eos_id, banned_t)
+        logp = (logp if prefixes is None else prefixes.force(logp, step, ids))[:, 0]  # (rows, vocab)
         best, tokens = logp.max(dim=-1)  # (rows,)
         seqs[:, step - 1] = tokens
         log_probs += best
@@ -198,12 +260,16 @@ class _Beams:
         self.live_seqs = seqs.gather(1, pos[:, :, None].expand(-1, -1, total))
         return beam.gather(1, pos), token.gather(1, pos)
 
+    def _full(self) -> Tensor:
+        """(n,) bool: the pool holds k finished hypotheses (gnmt: enough to stop, as fairseq)."""
+        return self.fin_scores[:, -1].isfinite()
+
     def done(self, step: int, n_best: int, alpha: float, style: str) -> Tensor:
         """(n,) bool on the CPU: which sentences can stop after `step` (see the module docstring)."""
         best_live = self.live_scores[:, 0]  # (n,) log P of the best live hypothesis
         k = self.fin_scores.size(1)
-        full = self.fin_scores[:, k - 1].isfinite()
-        if style == "gnmt":
+        full = self._full()
+        if style in ("gnmt", "fairseq"):
             longest = self.max_lens.to(best_live.device, torch.float32) + 1.0
             bound = torch.maximum(
                 best_live / length_penalty(float(step + 1), alpha, style),
@@ -236,12 +302,16 @@ def beam_search(
     alpha: float = 0.6,
     style: str = "gnmt",
     n_best: int = 1,
+    prefixes: Prefixes | None = None,
     device: torch.device | str = "cpu",
+    should_stop: StopHook | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search for n sentences; the stepper holds n * beam_size rows. max_lens (n,) on the CPU.
 
     Returns for each sentence up to n_best hypotheses, best first.
     """
+    if prefixes is not None:
+        max_lens = prefixes.room(max_lens)
     if style not in STYLES:
         raise ValueError(f"length_penalty_style={style!r} is not one of {STYLES}")
     if not 1 <= n_best <= beam_size:
@@ -254,8 +324,11 @@ def beam_search(
     beams = _Beams.start(max_lens, k, device)
     tokens = torch.full((n * k,), start_id, dtype=torch.long, device=device)
     for step in range(1, int(max_lens.max()) + 2):
+        _check_stop(should_stop, step)
         logp = stepper.step(tokens)  # (n * k, vocab)
         logp = _mask_step(logp.view(-1, k, logp.size(-1)), step, beams.max_lens, eos_id, banned_t)
+        if prefixes is not None:
+            logp = prefixes.force(logp, step, beams.ids)
         beam, last = beams.advance(logp, step, eos_id, length_penalty(float(step), alpha, style))  # (n, k)
         done = beams.done(step, n_best, alpha, style)
         rows = beam + torch.arange(0, beam.numel(), k, device=beam.device)[:, None]  # flat row index

@@ -4,28 +4,30 @@
 encoder runs once, the decoder's cross-attention keys/values are projected once per sentence and
 repeated for its hypotheses (`Transformer.start_decoding`), and every step feeds only the newest
 token through the decoder's self-attention cache. `decode_batch` picks greedy or
-beam search and the per-sentence maximum output length a * |source| + b; a caller may wrap the
-stepper (`constrain`) to mask the log-probabilities, as the parser does (aiayn.parse.constraint).
+beam search and the per-sentence maximum output length a * |source| + b; a `StepMask` among the
+controls wraps the stepper to mask its log-probabilities (well-formed trees only: aiayn.parse).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.config import DecodeConfig, ModelConfig
-from aiayn.decode.search import Hypothesis, Stepper, beam_search, greedy_search
+from aiayn.config import DecodeConfig, ModelConfig, SamplingConfig
+from aiayn.decode.constrained import constrained_beam_search
+from aiayn.decode.ensemble import EnsembleStepper
+from aiayn.decode.sampling import row_keys, sample_search
+from aiayn.decode.search import Hypothesis, Prefixes, Stepper, StopHook, beam_search, greedy_search
 from aiayn.model.transformer import Transformer
 
 # Sinusoidal positions have no table, but attention cost and cache memory grow with length:
-# longer sources are truncated (with a warning, by the translator) and outputs capped.
+# longer texts are translated in parts (sentences; by the translator) and outputs capped.
 SOURCE_LIMIT = 1024
-
-# (the model's stepper, max_lens (n,) on the CPU, beam size) -> the stepper the search drives
-Constrain = Callable[[Stepper, Tensor, int], Stepper]
 
 
 def source_limit(config: ModelConfig) -> int:
@@ -69,25 +71,77 @@ def banned_ids(config: ModelConfig) -> list[int]:
     return sorted({config.pad_id, config.bos_id, config.start_id} - {config.eos_id})
 
 
+class StepMask(Protocol):
+    """A per-sentence mask on the next-token log-probabilities that depends on each hypothesis's
+    tokens so far (aiayn.parse.constraint: only well-formed trees). It wraps the batch's stepper, so
+    its state follows the rows through the search's `reorder` and `select`, whichever search runs."""
+
+    def subset(self, index: list[int]) -> StepMask:
+        """The mask of sentences `index` only (a batch of the caller's sentences)."""
+
+    def wrap(self, stepper: Stepper, max_lens: Tensor, rows: int, device: torch.device) -> Stepper:
+        """`stepper` with its log-probabilities (on `device`) masked; max_lens (n,) CPU, `rows`
+        hypotheses per sentence."""
+
+
+@dataclass
+class Controls:
+    """What steers the search of one batch besides `DecodeConfig`, per sentence of the batch:
+    prefixes and constraints as target ids (None: none), for sampling the texts' keys, and a mask."""
+
+    prefixes: list[list[int]] | None = None
+    constraints: list[list[list[int]]] | None = None
+    sample: SamplingConfig | None = None
+    keys: list[int] | None = None  # a text's index in the caller's input: its samples' seed
+    should_stop: StopHook | None = None  # asked before every step (SearchStopped when it says so)
+    mask: StepMask | None = None
+
+    def subset(self, index: list[int]) -> Controls:
+        pick = lambda xs: None if xs is None else [xs[i] for i in index]  # noqa: E731
+        mask = None if self.mask is None else self.mask.subset(index)
+        return Controls(
+            pick(self.prefixes), pick(self.constraints), self.sample, pick(self.keys), self.should_stop, mask
+        )
+
+    def needed(self, n: int) -> Tensor:
+        """(n,) the fewest output tokens each sentence needs for its prefix or constraints."""
+        need = torch.zeros(n, dtype=torch.long)
+        for i in range(n):
+            if self.prefixes is not None:
+                need[i] = max(int(need[i]), len(self.prefixes[i]))
+            if self.constraints is not None:
+                need[i] = max(int(need[i]), sum(map(len, self.constraints[i])))
+        return need
+
+
 @torch.inference_mode()
 def decode_batch(
-    model: Transformer, src: Tensor, options: DecodeConfig, constrain: Constrain | None = None
+    model: Transformer | Sequence[Transformer],
+    src: Tensor,
+    options: DecodeConfig,
+    controls: Controls | None = None,
 ) -> list[list[Hypothesis]]:
     """Translate a batch of sources src (n, src_len) (pieces + EOS, right-padded with pad_id).
 
-    Greedy search when beam_size is 1 (the same result as beam search with one beam, faster),
-    beam search otherwise. Returns up to n_best hypotheses per sentence, best first. `constrain`
-    wraps the model's stepper (e.g. to allow only well-formed trees).
+    `model` is one model or an ensemble (models sharing a vocabulary). Greedy search when beam_size
+    is 1 (the same result as beam search with one beam, faster), beam search otherwise; sampling
+    (n_best samples) or dynamically allocated beams (constraints) when `controls` ask for them;
+    `controls.mask` masks every step's log-probabilities, under any of these searches.
+    Returns up to n_best hypotheses per sentence, best first.
     """
-    config = model.config
+    models = [model] if isinstance(model, Transformer) else list(model)
+    config, controls = models[0].config, controls or Controls()
     if src.size(0) == 0:
         return []
     src_lens = src.ne(config.pad_id).sum(dim=1).cpu()  # (n,)
-    max_lens = max_lengths(src_lens, config, options.max_len_a, options.max_len_b)
-    beam = options.beam_size
-    stepper: Stepper = TransformerStepper(model, src, beam, int(max_lens.max()) + 1)
-    if constrain is not None:
-        stepper = constrain(stepper, max_lens, beam)
+    max_lens = torch.maximum(
+        max_lengths(src_lens, config, options.max_len_a, options.max_len_b), controls.needed(src.size(0))
+    )
+    rows = options.n_best if controls.sample is not None else options.beam_size
+    steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1) for m in models]
+    stepper = steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)
+    if controls.mask is not None:
+        stepper = controls.mask.wrap(stepper, max_lens, rows, src.device)
     common = dict(
         start_id=config.start_id,
         eos_id=config.eos_id,
@@ -95,7 +149,26 @@ def decode_batch(
         alpha=options.alpha,
         style=options.length_penalty_style,
         device=src.device,
+        should_stop=controls.should_stop,
     )
-    if beam == 1:
-        return greedy_search(stepper, max_lens, **common)
-    return beam_search(stepper, max_lens, beam_size=beam, n_best=options.n_best, **common)
+    prefixes = (
+        None if controls.prefixes is None else Prefixes(controls.prefixes, config.eos_id, common["banned"])
+    )
+    if controls.sample is not None:
+        keys = row_keys(controls.sample.seed, torch.tensor(controls.keys or range(src.size(0))), rows)
+        return sample_search(
+            stepper, max_lens, keys, samples=rows, sampling=controls.sample, prefixes=prefixes, **common
+        )
+    if controls.constraints is not None and any(controls.constraints):
+        return constrained_beam_search(
+            stepper,
+            max_lens,
+            controls.constraints,
+            beam_size=rows,
+            n_best=options.n_best,
+            prefixes=prefixes,
+            **common,
+        )
+    if rows == 1:
+        return greedy_search(stepper, max_lens, prefixes=prefixes, **common)
+    return beam_search(stepper, max_lens, beam_size=rows, n_best=options.n_best, prefixes=prefixes, **common)

@@ -9,7 +9,8 @@ empty line. With n_best > 1 each input line gives up to n_best rows of tab-separ
 
 LINE is the 1-based input line number, RANK 1 is the best hypothesis, SCORE is log P / lp (the
 ranking score of section 6.1) and LOG_PROB is log P(translation + EOS | source). Tabs and newlines
-inside a translation are written as spaces.
+inside a translation are written as spaces. A line of more than `safe_io.MAX_LINE_BYTES` (a binary or
+a CR-only file has no "\\n") stops the stream with an error naming it, instead of being read whole.
 """
 
 from __future__ import annotations
@@ -17,30 +18,34 @@ from __future__ import annotations
 import functools
 import queue
 import threading
-from collections.abc import Iterable, Iterator
-from typing import IO, Any
+from collections.abc import Iterator
+from typing import IO, Any, BinaryIO
 
+from aiayn.decode.align import pharaoh
 from aiayn.decode.translator import Translation, Translator
 from aiayn.errors import AiaynError
+from aiayn.safe_io import capped_lines
 
 _END = object()
 
 
-def _reader(lines: Iterable[bytes], name: str, out: queue.Queue) -> None:
+def _reader(lines: BinaryIO, name: str, out: queue.Queue) -> None:
     """Decode each line (UTF-8) onto `out`; then _END, or an AiaynError naming the bad line."""
     try:
-        for number, raw in enumerate(lines, start=1):
+        for number, raw in enumerate(capped_lines(lines, name), start=1):
             try:
                 out.put(raw.decode("utf-8").rstrip("\r\n"))
             except UnicodeDecodeError:
                 out.put(AiaynError(f"{name}:{number}: invalid UTF-8"))
                 return
         out.put(_END)
+    except AiaynError as err:  # an over-long line
+        out.put(err)
     except OSError as err:
         out.put(AiaynError(f"{name}: cannot read: {err}"))
 
 
-def read_chunks(lines: Iterable[bytes], name: str = "<stdin>", max_lines: int = 1000) -> Iterator[list[str]]:
+def read_chunks(lines: BinaryIO, name: str = "<stdin>", max_lines: int = 1000) -> Iterator[list[str]]:
     """Chunks of decoded lines: wait for one line, then take what is already there (<= max_lines)."""
     pending: queue.Queue = queue.Queue(maxsize=2 * max_lines)
     threading.Thread(target=_reader, args=(lines, name, pending), daemon=True).start()
@@ -66,9 +71,15 @@ def read_chunks(lines: Iterable[bytes], name: str = "<stdin>", max_lines: int = 
         yield chunk
 
 
-def _warn_truncated(warn: IO[str], name: str, first: int, index: int, length: int, limit: int) -> None:
+def _warn_split(
+    warn: IO[str], name: str, first: int, index: int, length: int, limit: int, parts: int
+) -> None:
     line = f"{name}:{first + index + 1}"
-    print(f"warning: {line}: {length} tokens; only the first {limit} are translated", file=warn, flush=True)
+    print(
+        f"warning: {line}: {length} tokens, over the limit of {limit}: translated in {parts} parts",
+        file=warn,
+        flush=True,
+    )
 
 
 def _clean(text: str) -> str:
@@ -80,13 +91,43 @@ def format_nbest(first_line: int, results: list[list[Translation]]) -> str:
     rows = []
     for offset, hyps in enumerate(results):
         for rank, t in enumerate(hyps, start=1):
-            rows.append(f"{first_line + offset}\t{rank}\t{t.score:.4f}\t{t.log_prob:.4f}\t{_clean(t.text)}\n")
+            rows.append(f"{first_line + offset}\t{rank}\t{t.score:.4f}\t{t.log_prob:.4f}\t{_line(t)}\n")
     return "".join(rows)
+
+
+def read_lines(path: str) -> list[str]:
+    """A whole UTF-8 text file as lines (a prefix or constraints file); one-line errors."""
+    try:
+        with open(path, "rb") as f:
+            return [line for chunk in read_chunks(f, path) for line in chunk]
+    except FileNotFoundError:
+        raise AiaynError(f"{path}: no such file") from None
+
+
+def read_document(lines: BinaryIO, name: str) -> str:
+    """The whole input as one text (`aiayn translate --document`)."""
+    return "".join(line + "\n" for chunk in read_chunks(lines, name) for line in chunk)
+
+
+def _line(t: Translation) -> str:
+    """One output line: the translation, and ` ||| i-j ...` when it carries an alignment."""
+    if t.alignment is None:
+        return _clean(t.text)
+    return f"{_clean(t.text)} ||| {pharaoh(t.alignment)}"
+
+
+def _per_line(values: list | None, start: int, count: int, what: str, name: str) -> list | None:
+    """Lines start .. start + count of a prefix or constraints file, which must cover the input."""
+    if values is None:
+        return None
+    if len(values) < start + count:
+        raise AiaynError(f"{what} has {len(values)} lines; {name} has more (line {len(values) + 1} on)")
+    return values[start : start + count]
 
 
 def translate_stream(
     translator: Translator,
-    lines: Iterable[bytes],
+    lines: BinaryIO,
     out: IO[str],
     warn: IO[str],
     name: str = "<stdin>",
@@ -95,18 +136,24 @@ def translate_stream(
 ) -> int:
     """Translate every line of `lines` (bytes) to `out`, flushing after each chunk; returns the count.
 
-    `options` are `Translator.translate`'s (beam_size, alpha, n_best, ...); over-long lines are
-    truncated with a warning on `warn` that names the line.
+    `options` are `Translator.translate`'s (beam_size, alpha, n_best, prefix, constraints, ...);
+    `prefix` and `constraints` hold one entry per input line. Over-long lines are translated
+    sentence by sentence with a warning on `warn` that names the line.
     """
     done = 0
     n_best = options.get("n_best", 1)
+    prefix, constraints = options.pop("prefix", None), options.pop("constraints", None)
     for chunk in read_chunks(lines, name, max_lines):
-        on_truncate = functools.partial(_warn_truncated, warn, name, done)
-        results = translator.translate(chunk, return_scores=True, on_truncate=on_truncate, **options)
+        on_split = functools.partial(_warn_split, warn, name, done)
+        per_line = {
+            "prefix": _per_line(prefix, done, len(chunk), "the prefix file", name),
+            "constraints": _per_line(constraints, done, len(chunk), "the constraints file", name),
+        }
+        results = translator.translate(chunk, return_scores=True, on_split=on_split, **options, **per_line)
         if n_best > 1:
             out.write(format_nbest(done + 1, results))
         else:
-            out.write("".join(_clean(hyps[0].text) + "\n" for hyps in results))
+            out.write("".join(_line(hyps[0]) + "\n" for hyps in results))
         out.flush()
         done += len(chunk)
     return done

@@ -5,10 +5,17 @@
     translator.translate(["En el principio era el Verbo."])           # ['In the beginning ...']
     translator.translate(texts, beam_size=4, n_best=4)                 # [[Translation, ...], ...]
 
+    translator.translate(texts, prefix=["In the"], constraints=[["Word"]])   # steer the search
+    translator.translate(texts, sample=SamplingConfig(top_p=0.9, seed=1))      # sample instead
+    translator.translate(texts, align=True, return_scores=True)  # Translation.alignment: (i, j) pairs
+    Translator.load(["run_a/model", "run_b/model"])                    # an ensemble
+    translator.translate_document(text)                                # paragraphs and sentences
+
 Sources are cut into pieces and closed with EOS (as in training), sorted by length into batches
 of at most `batch_tokens` source tokens (padding counted) and translated together; results come
 back in input order. An empty text translates to an empty text without running the model; a text
-longer than the model's source limit is truncated, with a warning.
+longer than the model's source limit is split into sentences (and a sentence still too long into
+pieces of the limit), translated in parts and joined, with a warning: no text is dropped.
 """
 
 from __future__ import annotations
@@ -16,23 +23,27 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from aiayn.config import DecodeConfig
-from aiayn.decode.search import Hypothesis
-from aiayn.decode.stepper import Constrain, decode_batch, source_limit
-from aiayn.errors import AiaynError
+from aiayn.config import DecodeConfig, SamplingConfig
+from aiayn.decode import align as alignment
+from aiayn.decode.document import join_document, split_document
+from aiayn.decode.ensemble import check_shared_vocabulary
+from aiayn.decode.inputs import SplitHook, source_units, target_constraints, target_prefixes
+from aiayn.decode.search import Hypothesis, StopHook
+from aiayn.decode.stepper import Controls, decode_batch, source_limit, target_limit
+from aiayn.errors import AiaynError, TextError
 from aiayn.model.io import load_model_dir
 from aiayn.model.linear import pack_for_inference
 from aiayn.model.quantize import check_int8_device, is_int8, quantize_int8
 from aiayn.model.transformer import Transformer
+from aiayn.safe_io import resolve_inside
 
-TruncationHook = Callable[[int, int, int], None]  # (index in the input, its length, the limit)
 ProgressHook = Callable[[int], None]  # called with the number of sentences just translated
 
 
@@ -44,6 +55,7 @@ class Translation:
     score: float
     log_prob: float
     tokens: list[int]
+    alignment: list[tuple[int, int]] | None = None  # (source word, target word) with align=True
 
 
 def load_tokenizer(model_dir: str | Path, info: dict[str, Any]) -> Any:
@@ -53,7 +65,8 @@ def load_tokenizer(model_dir: str | Path, info: dict[str, Any]) -> Any:
     if kind == "sentencepiece":
         from aiayn.data.tokenizer import Tokenizer
 
-        return Tokenizer.load(Path(model_dir) / settings.get("model", "spm.model"))
+        where = f"{Path(model_dir) / 'config.json'}: tokenizer.model"
+        return Tokenizer.load(resolve_inside(model_dir, settings.get("model", "spm.model"), where))
     if kind == "marian":
         from aiayn.interop.marian_tokenizer import MarianVocabTokenizer
 
@@ -61,9 +74,15 @@ def load_tokenizer(model_dir: str | Path, info: dict[str, Any]) -> Any:
     raise AiaynError(f"{Path(model_dir) / 'config.json'}: unknown tokenizer type {kind!r}")
 
 
-def _warn_truncated(index: int, length: int, limit: int) -> None:
-    message = f"source {index + 1} has {length} tokens; only its first {limit} are translated"
+def _warn_split(index: int, length: int, limit: int, parts: int) -> None:
+    message = f"text {index + 1} has {length} tokens, over the limit of {limit}: translated in {parts} parts"
     warnings.warn(message, stacklevel=3)
+
+
+def _joined(hyps: list[Hypothesis]) -> Hypothesis:
+    """The translations of a text's parts as one hypothesis (scores and log P summed)."""
+    tokens = [t for h in hyps for t in h.tokens]
+    return Hypothesis(tokens, sum(h.score for h in hyps), sum(h.log_prob for h in hyps))
 
 
 def token_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
@@ -82,30 +101,51 @@ def token_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
 
 
 class Translator:
-    """A model with its tokenizer. `.model` (Transformer, eval mode), `.tokenizer`, `.config`, `.info`."""
+    """A model (or an ensemble) with its tokenizer. `.model` (Transformer, eval mode; an ensemble's
+    first), `.models`, `.tokenizer`, `.config`, `.info`."""
 
-    def __init__(self, model: Transformer, tokenizer: Any, info: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: Any,
+        info: dict[str, Any] | None = None,
+        others: list | None = None,
+    ):
         self.model, self.tokenizer, self.info = model, tokenizer, info or {}
+        self.models = [model, *(others or [])]
         self.config = model.config
 
     @classmethod
     def load(
-        cls, model_dir: str | Path, device: str | torch.device | None = None, int8: bool = False
+        cls, model_dir: str | Path | list, device: str | torch.device | None = None, int8: bool = False
     ) -> Translator:
         """Read a model directory (config.json, model.safetensors, tokenizer); GPU when there is one.
 
-        `int8`: quantise the linear layers for int8 inference (aiayn.model.quantize; CPU only, and
-        the CPU by default).
+        A list of directories loads an ensemble (aiayn.decode.ensemble): models that share one
+        vocabulary. `int8`: quantise the linear layers for int8 inference (aiayn.model.quantize;
+        CPU only, and the CPU by default).
         """
+        dirs = [model_dir] if isinstance(model_dir, (str, Path)) else list(model_dir)
+        if not dirs:
+            raise AiaynError("Translator.load needs at least one model directory")
         if int8:
             device = check_int8_device(device)
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        model, info = load_model_dir(model_dir, device)
-        if int8:
-            quantize_int8(model)
-        else:
-            pack_for_inference(model)  # weights reordered once for oneDNN, where that measures faster
-        return cls(model, load_tokenizer(model_dir, info), info)
+        loaded = [load_model_dir(d, device) for d in dirs]
+        tokenizers = [load_tokenizer(d, info) for d, (_, info) in zip(dirs, loaded, strict=True)]
+        if len(dirs) > 1:
+            vocabularies = [t.pieces(list(range(t.vocab_size))) for t in tokenizers]
+            specials = [
+                (m.config.pad_id, m.config.bos_id, m.config.eos_id, m.config.start_id) for m, _ in loaded
+            ]
+            check_shared_vocabulary([str(d) for d in dirs], vocabularies, specials)
+        for model, _ in loaded:
+            if int8:
+                quantize_int8(model)
+            else:
+                pack_for_inference(model)  # weights reordered once for oneDNN, where that measures faster
+        (model, info), others = loaded[0], [m for m, _ in loaded[1:]]
+        return cls(model, tokenizers[0], info, others)
 
     @property
     def int8(self) -> bool:
@@ -116,16 +156,18 @@ class Translator:
     def device(self) -> torch.device:
         return self.model.output_weight.device
 
-    def encode(self, texts: list[str], on_truncate: TruncationHook | None = None) -> list[list[int]]:
-        """Source ids of each text: pieces + EOS, cut to the model's source limit; [] for an empty text."""
-        limit, eos = source_limit(self.config), self.config.eos_id
-        out = []
-        for i, ids in enumerate(self.tokenizer.encode(list(texts))):
-            if ids and len(ids) + 1 > limit:
-                (on_truncate or _warn_truncated)(i, len(ids) + 1, limit)
-                ids = ids[: limit - 1]
-            out.append(ids + [eos] if ids else [])
-        return out
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        """Source ids of each text, whole: pieces + EOS; [] for an empty text."""
+        return [ids + [self.config.eos_id] if ids else [] for ids in self.tokenizer.encode(list(texts))]
+
+    def sources(self, texts: list[str], on_split: SplitHook | None = None) -> list[list[list[int]]]:
+        """What each text is translated as: [pieces + EOS], or its parts when it is over the model's
+        source limit (aiayn.decode.inputs.source_units); [] for an empty text."""
+        language = self.info.get("src_lang") or "en"
+        limit = source_limit(self.config)
+        return source_units(
+            texts, self.tokenizer, limit, self.config.eos_id, language, on_split or _warn_split
+        )
 
     def _src_tensor(self, sources: list[list[int]]) -> Tensor:
         """Right-padded (n, max_len) long tensor on the model's device."""
@@ -139,24 +181,30 @@ class Translator:
         sources: list[list[int]],
         options: DecodeConfig,
         progress: ProgressHook | None = None,
-        constrain: Callable[[list[int]], Constrain] | None = None,
+        controls: Controls | None = None,
+        owners: list[int] | None = None,
+        should_stop: StopHook | None = None,
     ) -> list[list[Hypothesis]]:
-        """Source ids (pieces + EOS) -> up to n_best hypotheses each, in input order.
+        """Source ids (pieces + EOS) -> up to n_best hypotheses each, in input order; `controls`
+        has one entry per source, `owners` the text each comes from (for error messages).
 
         An empty source gives one empty hypothesis with score 0 without running the model.
-        `constrain(index)`, given the input indices of a batch's sentences, wraps the search's
-        stepper for that batch (see `decode_batch`).
+        `should_stop()` is asked before every search step (SearchStopped when it answers True).
         """
+        controls = controls or Controls()
+        if should_stop is not None:
+            controls = replace(controls, should_stop=should_stop)
         results: list[list[Hypothesis]] = [[] for _ in sources]
         nonempty = [i for i, ids in enumerate(sources) if ids]
         lengths = [len(sources[i]) for i in nonempty]
         for batch in token_batches(lengths, options.batch_tokens):
             index = [nonempty[b] for b in batch]
             src = self._src_tensor([sources[i] for i in index])  # (batch, src_len)
-            wrap = constrain(index) if constrain is not None else None
-            for i, hyps in zip(index, decode_batch(self.model, src, options, wrap), strict=True):
+            found = decode_batch(self.models, src, options, controls.subset(index))
+            for i, hyps in zip(index, found, strict=True):
                 if not hyps or not math.isfinite(hyps[0].score):  # NaN or -inf everywhere
-                    raise AiaynError(f"text {i + 1}: the model's scores are not finite (are its weights?)")
+                    text = i if owners is None else owners[i]
+                    raise TextError(text, "the model's scores are not finite (are its weights?)")
                 results[i] = hyps
             if progress is not None:
                 progress(len(index))
@@ -166,6 +214,33 @@ class Translator:
         if progress is not None:
             progress(len(sources) - len(nonempty))
         return results
+
+    def _controls(self, units, n, prefix, constraints, sample, keys) -> Controls:
+        """Per source (texts' parts flattened): the prefix for a text's first part, constraints,
+        and sampling keys (the text's key, default its index, * 4096 + part)."""
+        encode = getattr(self.tokenizer, "encode_target", self.tokenizer.encode)
+        limit = target_limit(self.config)
+        prefixes, phrases = (
+            target_prefixes(prefix, n, encode, limit),
+            target_constraints(constraints, n, encode, limit),
+        )
+        if sample is not None and not isinstance(sample, SamplingConfig):
+            raise AiaynError(f"sample: a SamplingConfig, not {type(sample).__name__}")
+        for i, parts in enumerate(units):
+            if (
+                phrases
+                and phrases[i]
+                and (len(parts) > 1 or sample is not None or (prefixes and prefixes[i]))
+            ):
+                why = "it is translated in parts" if len(parts) > 1 else "with sampling or a prefix"
+                raise TextError(i, f"constraints cannot be used {why}")
+        owner = [(i, part) for i, parts in enumerate(units) for part in range(len(parts))]
+        return Controls(
+            None if prefixes is None else [prefixes[i] if part == 0 else [] for i, part in owner],
+            None if phrases is None else [phrases[i] for i, _ in owner],
+            sample,
+            [(i if keys is None else keys[i]) * 4096 + part for i, part in owner],
+        )
 
     def translate(
         self,
@@ -178,27 +253,103 @@ class Translator:
         length_penalty_style: str = "gnmt",
         batch_tokens: int = 4096,
         return_scores: bool = False,
-        on_truncate: TruncationHook | None = None,
+        on_split: SplitHook | None = None,
         progress: ProgressHook | None = None,
+        *,
+        prefix: list[str | None] | None = None,
+        constraints: list[list[str] | None] | None = None,
+        sample: SamplingConfig | None = None,
+        align: bool = False,
+        replace_unk: bool = False,
+        align_layer: int | None = None,
+        should_stop: StopHook | None = None,
+        keys: list[int] | None = None,
     ) -> list[str] | list[list[Translation]]:
         """Translate `texts` with beam search (greedy when beam_size is 1).
 
         Returns a list of strings, or, with n_best > 1 or return_scores, for each text a list of up
-        to n_best `Translation`s, best first. `on_truncate(index, length, limit)` is called for
-        each over-long source (default: a `warnings.warn`); `progress(n)` after each batch.
+        to n_best `Translation`s, best first (a text translated in parts: one, its parts' best
+        joined). `prefix`: per text a start the output must continue (or None); `constraints`: per
+        text phrases the output must contain (dynamic beam allocation); `sample`: draw n_best
+        samples instead of searching; `align`: Translation.alignment, (source word, target word)
+        pairs from decoder layer `align_layer`'s cross-attention (default: the penultimate);
+        `replace_unk`: an output word holding <unk> becomes its aligned source word.
+        `on_split(index, length, limit, parts)` hears of each text over the source limit (default:
+        a `warnings.warn`); `progress(n)` after each batch of n sources; `should_stop()` before
+        every search step (aiayn.decode.search.SearchStopped when it answers True). `keys`: per
+        text, what seeds its samples (default: its index; a server batching texts of several
+        requests passes each text's index in its own request, so samples do not depend on batching).
         """
         options = DecodeConfig(
             beam_size, alpha, length_penalty_style, max_len_a, max_len_b, n_best, batch_tokens
         )
         if isinstance(texts, str):
             raise AiaynError("translate() takes a list of texts, not one string")
-        hyps = self.translate_ids(self.encode(texts, on_truncate), options, progress)
-        flat = [h for hs in hyps for h in hs]
-        decoded = iter(self.tokenizer.decode([h.tokens for h in flat]) if flat else [])
-        out = [[Translation(next(decoded), h.score, h.log_prob, h.tokens) for h in hs] for hs in hyps]
+        units = self.sources(texts, on_split)
+        controls = self._controls(units, len(texts), prefix, constraints, sample, keys)
+        flat = [u for parts in units for u in parts]
+        owners = [i for i, parts in enumerate(units) for _ in parts]
+        found = iter(self.translate_ids(flat, options, progress, controls, owners, should_stop))
+        hyps = [[next(found) for _ in parts] for parts in units]
+        per_text = [
+            h[0] if len(h) == 1 else [_joined([p[0] for p in h])] if h else [Hypothesis([], 0.0, 0.0)]
+            for h in hyps
+        ]
+        out = self._texts(per_text, units, hyps, align or replace_unk, replace_unk, texts, align_layer)
         if n_best == 1 and not return_scores:
             return [t[0].text for t in out]
         return out
+
+    def _texts(self, per_text, units, hyps, align, replace_unk, texts, layer) -> list[list[Translation]]:
+        """Translations with their text (and, with `align`, their word alignment)."""
+        flat = [h for hs in per_text for h in hs]
+        decoded = iter(self.tokenizer.decode([h.tokens for h in flat]) if flat else [])
+        out = [[Translation(next(decoded), h.score, h.log_prob, h.tokens) for h in hs] for hs in per_text]
+        if not align:
+            return out
+        layer = alignment.default_layer(self.config.n_layers) if layer is None else layer
+        for i, translations in enumerate(out):
+            for t in translations:
+                if len(units[i]) > 1:  # a text in parts: its parts' best outputs
+                    parts = list(zip(units[i], [h[0].tokens for h in hyps[i]], strict=True))
+                else:
+                    parts = [(units[i][0], t.tokens)] if units[i] else []
+                t.alignment = self._word_pairs(parts, layer)
+                if replace_unk:
+                    t.text = self._replace_unknown(t, texts[i])
+        return out
+
+    def _word_pairs(self, parts: list[tuple[list[int], list[int]]], layer: int) -> list[tuple[int, int]]:
+        """(source word, target word) pairs of (source ids + EOS, output ids) parts, in order."""
+        if not parts:
+            return []
+        target_pieces = getattr(self.tokenizer, "target_pieces", self.tokenizer.pieces)
+        weights = alignment.cross_attention(self.model, [s for s, _ in parts], [o for _, o in parts], layer)
+        pairs, src_offset, tgt_offset = [], 0, 0
+        for (src, out), w in zip(parts, weights, strict=True):
+            src_words = alignment.word_index(self.tokenizer.pieces(src[:-1]))
+            tgt_words = alignment.word_index(target_pieces(out))
+            pairs += [
+                (i + src_offset, j + tgt_offset) for i, j in alignment.align_words(w, src_words, tgt_words)
+            ]
+            src_offset += len(set(src_words))
+            tgt_offset += len(set(tgt_words))
+        return pairs
+
+    def _replace_unknown(self, t: Translation, source_text: str) -> str:
+        target_pieces = getattr(self.tokenizer, "target_pieces", self.tokenizer.pieces)
+        words = alignment.word_index(target_pieces(t.tokens))
+        decode = lambda ids: self.tokenizer.decode([ids])[0]  # noqa: E731
+        return alignment.replace_unknown(
+            t.tokens, words, self.config.unk_id, t.alignment, source_text, decode
+        )
+
+    def translate_document(self, text: str, **options: Any) -> str:
+        """A document (paragraphs at blank lines) translated sentence by sentence, its layout kept;
+        `options` are `translate`'s."""
+        doc = split_document(text, self.info.get("src_lang") or "en")
+        translations = self.translate(doc.sentences, **options) if doc.sentences else []
+        return join_document(doc, [t if isinstance(t, str) else t[0].text for t in translations])
 
     @torch.inference_mode()
     def attention(self, text: str, beam_size: int = 4, alpha: float = 0.6) -> dict[str, Any]:
@@ -208,18 +359,26 @@ class Translator:
         "</s>": the tokens each decoder position predicts); encoder, decoder, cross: lists with one
         float32 CPU tensor per layer, shaped (heads, src, src), (heads, tgt, tgt) and (heads, tgt, src).
         """
-        (src_ids,) = self.encode([text])
-        if not src_ids:
+        units = self.sources([text])[0]
+        if not units:
             raise AiaynError("attention() needs a non-empty text")
+        if len(units) > 1:
+            raise AiaynError(f"attention() takes one sentence of at most {source_limit(self.config)} tokens")
+        src_ids = units[0]
         hyp = self.translate_ids([src_ids], DecodeConfig(beam_size=beam_size, alpha=alpha))[0][0]
-        tgt_in = [self.config.start_id] + hyp.tokens  # the decoder's inputs; it predicts tokens + EOS
+        return self.attention_maps(src_ids, hyp.tokens)
+
+    @torch.inference_mode()
+    def attention_maps(self, src_ids: list[int], tokens: list[int]) -> dict[str, Any]:
+        """`attention()`'s dict for a given translation: source ids (pieces + EOS), output ids (no EOS)."""
+        tgt_in = [self.config.start_id] + tokens  # the decoder's inputs; it predicts tokens + EOS
         src = torch.tensor([src_ids], device=self.device)
         maps = self.model.attention_maps(src, torch.tensor([tgt_in], device=self.device))
         target_pieces = getattr(self.tokenizer, "target_pieces", self.tokenizer.pieces)
         result: dict[str, Any] = {
-            "translation": self.tokenizer.decode([hyp.tokens])[0],
+            "translation": self.tokenizer.decode([tokens])[0],
             "src_tokens": self.tokenizer.pieces(src_ids[:-1]) + ["</s>"],
-            "tgt_tokens": target_pieces(hyp.tokens) + ["</s>"],
+            "tgt_tokens": target_pieces(tokens) + ["</s>"],
         }
         for kind in ("encoder", "decoder", "cross"):
             result[kind] = [w[0].float().cpu() for w in maps[kind]]

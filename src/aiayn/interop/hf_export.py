@@ -7,29 +7,40 @@ any tying, any special ids. The paper's interleaved sin/cos encoding (3.5) is no
 without changing the function (`weights.permute_model_dim`), so those export exactly too.
 
 What Marian cannot express, and export refuses: pre-norm layers (norm_first), final-layer norms,
-learned positions, and a LayerNorm eps other than 1e-5.
+learned positions, a LayerNorm eps other than 1e-5, and head sizes d_k, d_v other than
+d_model / n_heads.
 
-The result loads with `MarianMTModel.from_pretrained(OUT_DIR)` and `MarianTokenizer.from_pretrained(
-OUT_DIR)`, and converts for CTranslate2 with `ct2-transformers-converter --model OUT_DIR
---output_dir OUT_DIR-ct2`.
+The directory is what an OPUS-MT download holds (opus_layout.py): OPUS-MT's vocabulary layout
+(</s> 0, <unk> 1, <pad> last), the decoder starting from <pad> and generation_config.json as
+Hugging Face's Marian conversion script writes them. So it loads with `MarianMTModel` and
+`MarianTokenizer`, and tools built for OPUS-MT take it unchanged, e.g. CTranslate2's
+`ct2-transformers-converter --model OUT_DIR --output_dir OUT_DIR-ct2`. Those tools start the
+decoder from a zero vector; a model whose decoder starts from a learned <s> (decoder_start_id:
+null) still exports exactly for Transformers, with a warning that the others will differ.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
+import torch
 from safetensors.torch import save_file
 
 from aiayn.config import ModelConfig
-from aiayn.decode.stepper import banned_ids
 from aiayn.errors import AiaynError
 from aiayn.interop.marian_import import TARGET_VOCAB_FILE, TOKENIZER_FILES
+from aiayn.interop.marian_tokenizer import read_vocab
+from aiayn.interop.opus_layout import OpusLayout
 from aiayn.interop.weights import aiayn_to_marian, concat_permutation, permute_model_dim
 from aiayn.model.io import load_model_dir
+from aiayn.model.transformer import Transformer
+from aiayn.safe_io import building_directory, resolve_inside
 
 
 def marian_incompatibilities(config: ModelConfig) -> list[str]:
@@ -43,11 +54,16 @@ def marian_incompatibilities(config: ModelConfig) -> list[str]:
         problems.append(f"{config.positions} positions (Marian's are sinusoidal)")
     if config.layer_norm_eps != 1e-5:
         problems.append(f"layer_norm_eps={config.layer_norm_eps} (Marian's is 1e-5)")
+    width = config.d_model // config.n_heads  # Marian's head size
+    if config.d_model % config.n_heads or (config.key_dim, config.value_dim) != (width, width):
+        problems.append(
+            f"d_k={config.key_dim}, d_v={config.value_dim} per head (Marian's are d_model / n_heads)"
+        )
     return problems
 
 
-def marian_config(config: ModelConfig) -> dict[str, Any]:
-    """The MarianConfig (as config.json's dict) of an exportable aiayn ModelConfig."""
+def marian_config(config: ModelConfig, ids: dict[str, Any]) -> dict[str, Any]:
+    """The MarianConfig (as config.json's dict) of an exportable aiayn ModelConfig; `ids`: exported ids."""
     return {
         "architectures": ["MarianMTModel"],
         "model_type": "marian",
@@ -69,26 +85,15 @@ def marian_config(config: ModelConfig) -> dict[str, Any]:
         "activation_dropout": config.activation_dropout,
         "scale_embedding": config.scale_embedding,
         "max_position_embeddings": config.max_positions,
-        "pad_token_id": config.pad_id,
-        "eos_token_id": config.eos_id,
-        "bos_token_id": config.bos_id,
-        "decoder_start_token_id": config.start_id,
-        "forced_eos_token_id": config.eos_id,
+        **{k: v for k, v in ids.items() if k != "bad_words_ids"},
     }
 
 
-def generation_config(config: ModelConfig) -> dict[str, Any]:
-    """generate() defaults: beam 4 as the paper and OPUS-MT; never the ids aiayn's search bans."""
-    return {
-        "bos_token_id": config.bos_id,
-        "decoder_start_token_id": config.start_id,
-        "eos_token_id": config.eos_id,
-        "forced_eos_token_id": config.eos_id,
-        "pad_token_id": config.pad_id,
-        "bad_words_ids": [[i] for i in banned_ids(config)],
-        "num_beams": 4,
-        "max_length": 512,
-    }
+def generation_config(ids: dict[str, Any]) -> dict[str, Any]:
+    """generate() defaults as Marian's conversion script writes them: beam 4 (the paper's), the
+    decoder start, EOS forced at max_length 512, and bad_words_ids: the ids aiayn's search bans
+    (<pad>, and <s> where the vocabulary has one)."""
+    return {**ids, "num_beams": 4, "max_length": 512}
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -100,47 +105,88 @@ def _export_marian_tokenizer(model_dir: Path, settings: dict[str, Any], out: Pat
     names = dict(TOKENIZER_FILES, target_vocab=TARGET_VOCAB_FILE)
     for key, name in names.items():
         if settings.get(key):
-            shutil.copyfile(model_dir / settings[key], out / name)
+            source = resolve_inside(model_dir, settings[key], f"{model_dir / 'config.json'}: tokenizer.{key}")
+            shutil.copyfile(source, out / name)
     return {"separate_vocabs": bool(settings.get("target_vocab"))}
 
 
-def _export_sentencepiece(model_dir: Path, settings: dict[str, Any], config: ModelConfig, out: Path) -> dict:
-    """aiayn's one SentencePiece model -> source.spm = target.spm and vocab.json of aiayn's own ids."""
-    path = model_dir / settings.get("model", "spm.model")
+def _renumber_marian_vocab(out: Path, layout: OpusLayout, separate: bool) -> None:
+    """Rewrite the copied vocab.json (and target_vocab.json) with the exported ids."""
+    if not separate and not torch.equal(layout.source, layout.target):
+        raise AiaynError(f"{out / TOKENIZER_FILES['vocab']}: one vocabulary for two differently sized sides")
+    files = ((TOKENIZER_FILES["vocab"], "source"), (TARGET_VOCAB_FILE, "target"))
+    for name, side in files[: 1 + separate]:
+        _write_json(out / name, layout.renumber(read_vocab(out / name), side))
+
+
+def _export_sentencepiece(
+    model_dir: Path, settings: dict[str, Any], config: ModelConfig, layout: OpusLayout, out: Path
+) -> dict:
+    """aiayn's one SentencePiece model -> source.spm = target.spm, and vocab.json in OPUS-MT's layout."""
+    where = f"{model_dir / 'config.json'}: tokenizer.model"
+    path = resolve_inside(model_dir, settings.get("model", "spm.model"), where)
     if not path.is_file():
         raise AiaynError(f"{path}: SentencePiece model not found")
     sp = spm.SentencePieceProcessor(model_file=str(path))
     for name in ("source", "target"):
         shutil.copyfile(path, out / TOKENIZER_FILES[name])
-    _write_json(out / TOKENIZER_FILES["vocab"], {sp.id_to_piece(i): i for i in range(sp.get_piece_size())})
+    pieces = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+    _write_json(out / TOKENIZER_FILES["vocab"], layout.renumber(pieces, "target"))
     special = {"unk_token": config.unk_id, "eos_token": config.eos_id, "pad_token": config.pad_id}
     return {name: sp.id_to_piece(i) for name, i in special.items()}
 
 
-def export_hf(model_dir: str | Path, out_dir: str | Path) -> Path:
-    """Write a MarianMTModel directory (config, generation config, weights, tokenizer) for `model_dir`."""
+def zero_start_warning(model: Transformer) -> str | None:
+    """Why CTranslate2 and Marian, which start the decoder from a zero vector, would differ; None if not."""
+    config = model.config
+    if not config.zero_start:
+        return (
+            "the decoder starts from a learned <s> embedding (decoder_start_id: null): Transformers "
+            "computes the export exactly, but CTranslate2 and Marian start Marian models from a zero "
+            "vector and will translate it differently (train with decoder_start_id: 0, the default)"
+        )
+    if bool(model.tgt_embed.weight[config.pad_id].ne(0).any()):
+        return (
+            "the <pad> row the decoder starts from is not zero: CTranslate2 and Marian start from a "
+            "zero vector and will translate it differently"
+        )
+    return None
+
+
+def export_hf(model_dir: str | Path, out_dir: str | Path, warn: Callable[[str], None] | None = None) -> Path:
+    """Write a MarianMTModel directory (config, generation config, weights, tokenizer) for `model_dir`.
+
+    `warn` receives what the export cannot keep for every tool (default: warnings.warn).
+    """
     model_dir, out = Path(model_dir), Path(out_dir)
     model, data = load_model_dir(model_dir)
     config = model.config
     problems = marian_incompatibilities(config)
     if problems:
         raise AiaynError(f"{model_dir}: Marian cannot express {'; '.join(problems)}")
-    state = model.state_dict()
+    layout = OpusLayout.of(config)
+    state = layout.permute_rows(model.state_dict())
     if config.sinusoid_layout == "interleaved":
         state = permute_model_dim(state, concat_permutation(config.d_model))
-    out.mkdir(parents=True, exist_ok=True)
-    save_file(aiayn_to_marian(state, config), str(out / "model.safetensors"), metadata={"format": "pt"})
-    _write_json(out / "config.json", marian_config(config))
-    _write_json(out / "generation_config.json", generation_config(config))
-    settings = data.get("tokenizer") or {}
-    if settings.get("type") == "marian":
-        extra = _export_marian_tokenizer(model_dir, settings, out)
-    elif settings.get("type") == "sentencepiece":
-        extra = _export_sentencepiece(model_dir, settings, config, out)
-    else:
-        raise AiaynError(f"{model_dir}: tokenizer type {settings.get('type')!r} cannot be exported")
-    languages = {
-        k: data[v] for k, v in (("source_lang", "src_lang"), ("target_lang", "tgt_lang")) if data.get(v)
-    }
-    _write_json(out / "tokenizer_config.json", {"tokenizer_class": "MarianTokenizer", **languages, **extra})
+    with building_directory(out) as work:  # a failed export leaves `out` as it was
+        save_file(aiayn_to_marian(state, config), str(work / "model.safetensors"), metadata={"format": "pt"})
+        ids = layout.special_ids(config)
+        _write_json(work / "config.json", marian_config(config, ids))
+        _write_json(work / "generation_config.json", generation_config(ids))
+        settings = data.get("tokenizer") or {}
+        if settings.get("type") == "marian":
+            extra = _export_marian_tokenizer(model_dir, settings, work)
+            _renumber_marian_vocab(work, layout, extra["separate_vocabs"])
+        elif settings.get("type") == "sentencepiece":
+            extra = _export_sentencepiece(model_dir, settings, config, layout, work)
+        else:
+            raise AiaynError(f"{model_dir}: tokenizer type {settings.get('type')!r} cannot be exported")
+        languages = {
+            k: data[v] for k, v in (("source_lang", "src_lang"), ("target_lang", "tgt_lang")) if data.get(v)
+        }
+        tokenizer = {"tokenizer_class": "MarianTokenizer", **languages, **extra}
+        _write_json(work / "tokenizer_config.json", tokenizer)
+    message = zero_start_warning(model)
+    if message:
+        (warn or warnings.warn)(f"{model_dir}: {message}")
     return out

@@ -11,6 +11,10 @@ Weights come from model.safetensors (or its shards), or from pytorch_model.bin r
 `torch.load(weights_only=True)` so that no pickled code runs. The tokenizer files (source.spm,
 target.spm, vocab.json and, for separate vocabularies, target_vocab.json) are copied and named in
 config.json as {"type": "marian", ...}; `MarianVocabTokenizer` reproduces Marian's token ids.
+
+The config is checked against the weights' shapes before the model is built, and the output is
+built in a hidden temporary directory renamed into place at the end (`safe_io.building_directory`):
+a failed import leaves OUT as it was, never new tokenizer files beside old weights.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from aiayn.config import ConfigError, ModelConfig
 from aiayn.errors import AiaynError
 from aiayn.interop.marian_tokenizer import MarianVocabTokenizer, read_vocab
 from aiayn.interop.weights import marian_to_aiayn
-from aiayn.model.io import save_model_dir
+from aiayn.model.io import CONFIG_FILE, check_fits, save_model_dir
 from aiayn.model.transformer import Transformer
+from aiayn.safe_io import building_directory, plain_name
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}
 TOKENIZER_FILES = {"source": "source.spm", "target": "target.spm", "vocab": "vocab.json"}
@@ -123,8 +128,7 @@ def read_hf_weights(hf_dir: Path) -> dict[str, Tensor]:
     if single.is_file():
         return load_file(str(single))
     if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        return {k: v for shard in shards for k, v in load_file(str(hf_dir / shard)).items()}
+        return {k: v for shard in _shard_names(index) for k, v in load_file(str(hf_dir / shard)).items()}
     if legacy.is_file():
         try:
             return torch.load(legacy, map_location="cpu", weights_only=True)
@@ -133,6 +137,18 @@ def read_hf_weights(hf_dir: Path) -> dict[str, Tensor]:
                 f"{legacy}: cannot be read as plain tensors: {str(err).splitlines()[0]}"
             ) from None
     raise AiaynError(f"{hf_dir}: no model.safetensors or pytorch_model.bin")
+
+
+def _shard_names(index: Path) -> list[str]:
+    """The shard files that model.safetensors.index.json names: plain names in its directory only.
+
+    (They may be links, as in the Hugging Face cache; each is parsed as safetensors, never run.)
+    """
+    try:
+        names = set(json.loads(index.read_text())["weight_map"].values())
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
+        raise AiaynError(f"{index}: not a safetensors index ({type(err).__name__}: {err})") from None
+    return sorted(plain_name(name, f"{index}: weight_map") for name in names)
 
 
 def resolve_embeddings(hf: dict[str, Any], weights: dict[str, Tensor]) -> tuple[dict[str, Tensor], str]:
@@ -201,21 +217,47 @@ def read_tokenizer_config(hf_dir: Path) -> dict[str, Any]:
         raise AiaynError(f"{path}:{err.lineno}: invalid JSON: {err.msg}") from None
 
 
+def _check_layers(hf: dict[str, Any], weights: dict[str, Tensor]) -> None:
+    """encoder_layers / decoder_layers against the layers the weights hold, before anything is built."""
+    for stack in ("encoder", "decoder"):
+        prefix = f"model.{stack}.layers."
+        found = len({name[len(prefix) :].split(".")[0] for name in weights if name.startswith(prefix)})
+        key = f"{stack}_layers"
+        if hf[key] != found:
+            raise AiaynError(f"config.json: {key}={hf[key]} but the weights hold {found} {stack} layers")
+
+
+def _check_out(hf_dir: Path, out: Path) -> None:
+    """OUT may be absent, an empty directory or an aiayn model directory (which is replaced)."""
+    if out.exists() and out.resolve() == hf_dir.resolve():
+        raise AiaynError(f"{out}: the output directory cannot be the Marian directory itself")
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    try:
+        ours = "format_version" in json.loads((out / CONFIG_FILE).read_text())
+    except (OSError, json.JSONDecodeError, TypeError):
+        ours = False
+    if not ours:
+        raise AiaynError(f"{out} exists and is not an aiayn model directory; choose another output directory")
+
+
 def import_marian(hf_dir: str | Path, out_dir: str | Path) -> Path:
     """Convert a local MarianMTModel directory into an aiayn model directory; returns its path."""
     hf_dir, out = Path(hf_dir), Path(out_dir)
     hf, tok_config = read_hf_config(hf_dir), read_tokenizer_config(hf_dir)
+    _check_out(hf_dir, out)
     weights = read_hf_weights(hf_dir)
     embeddings, tie = resolve_embeddings(hf, weights)
-    out.mkdir(parents=True, exist_ok=True)
-    settings, unk_id = _copy_tokenizer(hf_dir, out, bool(tok_config.get("separate_vocabs")))
-    config = config_from_marian(hf, tie, unk_id)
-    _check_vocab(config, out, settings)
-    model = Transformer(config)
-    try:
-        model.load_state_dict(marian_to_aiayn(weights, config, embeddings), strict=True)
-    except RuntimeError as err:
-        raise AiaynError(f"{hf_dir}: weights do not match config.json: {str(err).splitlines()[0]}") from None
-    pairs = (("src_lang", "source_lang"), ("tgt_lang", "target_lang"))
-    languages = {ours: tok_config[key] for ours, key in pairs if isinstance(tok_config.get(key), str)}
-    return save_model_dir(model, out, tokenizer=settings, imported_from=str(hf_dir.resolve()), **languages)
+    with building_directory(out) as work:
+        settings, unk_id = _copy_tokenizer(hf_dir, work, bool(tok_config.get("separate_vocabs")))
+        config = config_from_marian(hf, tie, unk_id)
+        _check_vocab(config, work, settings)
+        _check_layers(hf, weights)
+        state = marian_to_aiayn(weights, config, embeddings)
+        check_fits(config, {k: tuple(v.shape) for k, v in state.items()}, str(hf_dir))
+        model = Transformer(config)
+        model.load_state_dict(state, strict=True)
+        pairs = (("src_lang", "source_lang"), ("tgt_lang", "target_lang"))
+        languages = {ours: tok_config[key] for ours, key in pairs if isinstance(tok_config.get(key), str)}
+        save_model_dir(model, work, tokenizer=settings, imported_from=str(hf_dir.resolve()), **languages)
+    return out

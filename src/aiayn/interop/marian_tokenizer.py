@@ -16,6 +16,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from aiayn.errors import AiaynError
+from aiayn.safe_io import resolve_inside
 
 SPIECE_UNDERLINE = "\u2581"
 
@@ -123,15 +124,17 @@ class MarianVocabTokenizer:
 
     @classmethod
     def from_settings(cls, model_dir: str | Path, settings: dict) -> MarianVocabTokenizer:
-        """From config.json's {"type": "marian", "source", "target", "vocab", "target_vocab"} entry."""
+        """From config.json's {"type": "marian", "source", "target", "vocab", "target_vocab"} entry.
+
+        Each entry must be a plain file name inside `model_dir` (safe_io.resolve_inside).
+        """
         root = Path(model_dir)
         missing = [k for k in ("source", "target", "vocab") if not settings.get(k)]
         if missing:
             raise AiaynError(f"{root}: tokenizer settings lack {', '.join(missing)}")
-        target_vocab = settings.get("target_vocab")
-        return cls(
-            root / settings["source"],
-            root / settings["target"],
-            root / settings["vocab"],
-            root / target_vocab if target_vocab else None,
-        )
+        paths = {
+            key: resolve_inside(root, settings[key], f"{root / 'config.json'}: tokenizer.{key}")
+            for key in ("source", "target", "vocab", "target_vocab")
+            if settings.get(key)
+        }
+        return cls(paths["source"], paths["target"], paths["vocab"], paths.get("target_vocab"))

@@ -32,10 +32,10 @@ def scaled_dot_product_attention(
 ) -> tuple[Tensor, Tensor | None]:
     """Eq. 1: softmax(Q K^T / sqrt(d_k)) V.
 
-    q: (batch, heads, q_len, d_k); k, v: (batch, heads, k_len, d_k); mask: bool, broadcastable to
-    (batch, heads, q_len, k_len). Without `need_weights` this is PyTorch's fused kernel (flash or
-    memory-efficient attention where the device has it); with it, the explicit computation, which
-    also returns the weights (batch, heads, q_len, k_len).
+    q: (batch, heads, q_len, d_k); k: (batch, heads, k_len, d_k); v: (batch, heads, k_len, d_v);
+    mask: bool, broadcastable to (batch, heads, q_len, k_len). Without `need_weights` this is
+    PyTorch's fused kernel (flash or memory-efficient attention where the device has it); with it,
+    the explicit computation, which also returns the weights (batch, heads, q_len, k_len).
     """
     if not need_weights:
         out = F.scaled_dot_product_attention(
@@ -49,25 +49,35 @@ def scaled_dot_product_attention(
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
-    out = F.dropout(weights, dropout_p) @ v if dropout_p > 0 else weights @ v  # (batch, heads, q_len, d_k)
+    out = F.dropout(weights, dropout_p) @ v if dropout_p > 0 else weights @ v  # (batch, heads, q_len, d_v)
     return out, weights
 
 
 class KVCache(nn.Module):
     """Keys and values of decoder self-attention for positions decoded so far (preallocated).
 
-    Buffers are (batch, heads, max_len, d_k); `append` writes the new step in place and returns
-    views of everything up to it, so a decoding step never copies the whole prefix.
+    Buffers are (batch, heads, max_len, d_k) and (batch, heads, max_len, d_v); `append` writes the
+    new step in place and returns views of everything up to it, so a decoding step never copies
+    the whole prefix.
     """
 
-    def __init__(self, batch: int, heads: int, max_len: int, d_k: int, dtype: torch.dtype, device):
+    def __init__(
+        self,
+        batch: int,
+        heads: int,
+        max_len: int,
+        d_k: int,
+        dtype: torch.dtype,
+        device,
+        d_v: int | None = None,
+    ):
         super().__init__()
         self.k = torch.empty(batch, heads, max_len, d_k, dtype=dtype, device=device)
-        self.v = torch.empty_like(self.k)
+        self.v = torch.empty(batch, heads, max_len, d_v or d_k, dtype=dtype, device=device)
         self.length = 0
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """k, v: (batch, heads, new, d_k) -> all cached keys and values (batch, heads, length, d_k)."""
+        """k (batch, heads, new, d_k), v (batch, heads, new, d_v) -> all cached keys and values."""
         end = self.length + k.size(2)
         if end > self.k.size(2):
             raise RuntimeError(f"KV cache holds {self.k.size(2)} positions; step {end} does not fit")
@@ -92,34 +102,60 @@ class KVCache(nn.Module):
 class MultiHeadAttention(nn.Module):
     """3.2.2: h heads of Eq. 1 on learned projections, concatenated and projected.
 
-    Self-attention projects Q, K and V with one fused matmul; encoder-decoder attention projects Q
-    from the decoder and K, V (fused) from the encoder output, once per sentence when decoding.
+    Each head sees queries and keys of size d_k and values of size d_v, by default both
+    d_model / h (the paper's choice, which keeps the cost of h heads that of one full-size head);
+    Table 3 row (B) shrinks d_k alone. Self-attention projects Q, K and V with one fused matmul;
+    encoder-decoder attention projects Q from the decoder and K, V (fused) from the encoder output,
+    once per sentence when decoding.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, cross: bool = False):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        cross: bool = False,
+        d_k: int | None = None,
+        d_v: int | None = None,
+    ):
         super().__init__()
-        if d_model % n_heads:
+        if (d_k is None or d_v is None) and d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-        self.n_heads, self.d_k, self.cross, self.dropout = n_heads, d_model // n_heads, cross, dropout
+        self.n_heads, self.cross, self.dropout = n_heads, cross, dropout
+        self.d_k, self.d_v = d_k or d_model // n_heads, d_v or d_model // n_heads
+        qk, v = n_heads * self.d_k, n_heads * self.d_v
         if cross:
-            self.q_proj = nn.Linear(d_model, d_model)
-            self.kv_proj = nn.Linear(d_model, 2 * d_model)
+            self.q_proj = nn.Linear(d_model, qk)
+            self.kv_proj = nn.Linear(d_model, qk + v)
         else:
-            self.qkv_proj = nn.Linear(d_model, 3 * d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
+            self.qkv_proj = nn.Linear(d_model, 2 * qk + v)
+        self.out_proj = nn.Linear(v, d_model)
 
-    def _split(self, x: Tensor, parts: int) -> tuple[Tensor, ...]:
-        """(batch, len, parts * d_model) -> `parts` views, each (batch, heads, len, d_k).
+    def projections(self) -> list[tuple[nn.Linear, list[int]]]:
+        """Each input projection with the output sizes of the matrices it fuses ([q; k; v] rows)."""
+        qk, v = self.n_heads * self.d_k, self.n_heads * self.d_v
+        if self.cross:
+            return [(self.q_proj, [qk]), (self.kv_proj, [qk, v])]
+        return [(self.qkv_proj, [qk, qk, v])]
 
-        Unbinding the `parts` axis in place (not after a permute) lets the backward pass write the
-        three gradients straight into one (batch, len, parts * d_model) tensor: one copy, not two.
+    def _split(self, x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, ...]:
+        """(batch, len, heads * sum(dims)) -> one view per dim, each (batch, heads, len, dim).
+
+        With equal sizes the `parts` axis is unbound in place (not after a permute), so the
+        backward pass writes the gradients straight into one (batch, len, parts * d_model)
+        tensor: one copy, not two. Unequal sizes (d_k != d_v) are cut along the last axis.
         """
         b, t, _ = x.shape
-        return tuple(p.transpose(1, 2) for p in x.view(b, t, parts, self.n_heads, self.d_k).unbind(2))
+        if len(set(dims)) == 1:
+            parts = x.view(b, t, len(dims), self.n_heads, dims[0]).unbind(2)
+        else:
+            pieces = x.split([self.n_heads * d for d in dims], dim=-1)
+            parts = tuple(p.view(b, t, self.n_heads, d) for p, d in zip(pieces, dims, strict=True))
+        return tuple(p.transpose(1, 2) for p in parts)
 
     def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
-        """Encoder output (batch, src_len, d_model) -> K, V, each (batch, heads, src_len, d_k)."""
-        k, v = self._split(project(self.kv_proj, memory), 2)
+        """Encoder output (batch, src_len, d_model) -> K (batch, heads, src_len, d_k), V (..., d_v)."""
+        k, v = self._split(project(self.kv_proj, memory), (self.d_k, self.d_v))
         return k, v
 
     def forward(
@@ -138,14 +174,14 @@ class MultiHeadAttention(nn.Module):
         Cross-attention: K, V come from `memory_kv` (precomputed) or are projected from `memory`.
         """
         if self.cross:
-            q = self._split(project(self.q_proj, x), 1)[0]  # (batch, heads, q_len, d_k)
+            q = self._split(project(self.q_proj, x), (self.d_k,))[0]  # (batch, heads, q_len, d_k)
             k, v = memory_kv if memory_kv is not None else self.project_kv(memory)
         else:
-            q, k, v = self._split(project(self.qkv_proj, x), 3)
+            q, k, v = self._split(project(self.qkv_proj, x), (self.d_k, self.d_k, self.d_v))
             if cache is not None:
                 k, v = cache.append(k, v)
         dropout = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal, dropout, need_weights)
         b, _, t, _ = out.shape
-        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_k)  # (batch, q_len, d_model)
+        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_v)  # (batch, q_len, heads * d_v)
         return project(self.out_proj, out), weights

@@ -5,11 +5,15 @@ PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i
 "concat" layout puts all sines first and all cosines after (tensor2tensor, Marian). They are
 computed in float64 for any length (the table grows on demand; no length limit). Learned
 positions are Table 3 row (E).
+
+A decoder that starts from <pad> starts from a zero vector, as in tensor2tensor (the paper's code
+shifts the embedded targets right with zeros) and Marian: `hold_row_at_zero` keeps that row zero.
 """
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 from torch import Tensor, nn
@@ -75,3 +79,19 @@ class TokenEmbedding(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         """tokens (batch, len) -> (batch, len, d_model)."""
         return nn.functional.embedding(tokens, self.weight) * self.scale
+
+
+def _drop_row_grad(grad: Tensor, row: int) -> Tensor:
+    return grad.index_fill(0, torch.tensor([row], device=grad.device), 0.0)
+
+
+def hold_row_at_zero(weight: nn.Parameter, row: int) -> None:
+    """Set weight[row] to zero and keep it there in training: its gradient is always dropped.
+
+    Like nn.Embedding's padding_idx, but the row also stays zero when the matrix is tied to the
+    output layer (3.4), whose softmax would otherwise train it. An optimiser never moves a row
+    whose gradient is zero (Adam's moments stay 0; weight decay scales 0).
+    """
+    with torch.no_grad():
+        weight[row] = 0.0
+    weight.register_hook(partial(_drop_row_grad, row=row))

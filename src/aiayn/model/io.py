@@ -4,26 +4,30 @@
     model.safetensors  the weights (no pickle: loading a model someone else made runs no code)
     spm.model          the SentencePiece model (or the files named in config.json's "tokenizer")
 
-Tied parameters are stored once (safetensors' save_model de-duplicates shared tensors).
+Tied parameters are stored once (safetensors' save_model de-duplicates shared tensors). Each file
+is written to a temporary name, fsynced and renamed, config.json last. A directory someone else
+made is checked before anything is allocated: its config against the weights' header (`check_fits`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 from torch import nn
 
 from aiayn.config import FORMAT_VERSION, ConfigError, ModelConfig
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
+from aiayn.safe_io import atomic_copy, atomic_path, atomic_write_text
 
 CONFIG_FILE, WEIGHTS_FILE, SPM_FILE = "config.json", "model.safetensors", "spm.model"
+_LAYER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.")
 
 
 def write_config(out_dir: Path, config: ModelConfig, **info: Any) -> None:
@@ -34,10 +38,8 @@ def write_config(out_dir: Path, config: ModelConfig, **info: Any) -> None:
 
 
 def write_config_json(out_dir: Path, data: dict[str, Any]) -> None:
-    """Write OUT/config.json through a temporary file and a rename (a crash leaves the old one)."""
-    tmp = out_dir / (CONFIG_FILE + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, out_dir / CONFIG_FILE)
+    """Write OUT/config.json through a temporary file, fsync and a rename (a crash leaves the old one)."""
+    atomic_write_text(out_dir / CONFIG_FILE, json.dumps(data, indent=2) + "\n")
 
 
 def read_config_json(model_dir: str | Path) -> tuple[Path, dict[str, Any]]:
@@ -56,32 +58,96 @@ def read_config_json(model_dir: str | Path) -> tuple[Path, dict[str, Any]]:
 
 
 def read_config(model_dir: str | Path) -> tuple[ModelConfig, dict[str, Any]]:
-    """config.json -> (ModelConfig, the whole dict); clear errors for a missing or foreign file."""
+    """config.json -> (ModelConfig, the whole dict); clear errors for a missing or foreign file.
+
+    The config is checked against model.safetensors' header (`check_fits`) before anyone builds it.
+    """
     path, data = read_config_json(model_dir)
     try:
-        return ModelConfig.from_dict(data["model"]), data
+        config = ModelConfig.from_dict(data["model"])
     except (KeyError, ConfigError, TypeError) as err:
         raise AiaynError(f"{path}: invalid model config: {err}") from None
+    weights = Path(model_dir) / WEIGHTS_FILE
+    if not weights.is_file():
+        raise AiaynError(f"{model_dir}: no {WEIGHTS_FILE}")
+    check_fits(config, weight_shapes(weights), str(weights))
+    return config, data
+
+
+def weight_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape, from a safetensors file's header only (no tensor is read)."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
+    except (SafetensorError, OSError) as err:
+        raise AiaynError(f"{path}: not a safetensors file: {str(err).strip().splitlines()[0]}") from None
+
+
+def _field(config: ModelConfig, expected: tuple[int, ...], actual: tuple[int, ...]) -> str:
+    """The config field whose value is the first dimension where `expected` and `actual` differ."""
+    values = {k: v for k, v in config.to_dict().items() if type(v) is int}
+    for want, have in zip(expected, actual, strict=False):
+        names = [k for k, v in values.items() if v == want != have]
+        if names:
+            return f"{names[0]}={want}"
+    return "shapes"
+
+
+def check_fits(config: ModelConfig, shapes: dict[str, tuple[int, ...]], where: str) -> None:
+    """A one-line AiaynError naming the config field unless `config` builds exactly the tensors `shapes`.
+
+    Checked before the model is built for real, so that a config.json saying vocab_size: 10**12 or
+    n_layers: 100000 is refused instead of allocating: the layer counts first (from the names), then
+    every tensor of a model built on the meta device (shapes only, no memory). Tied matrices are one
+    tensor under several names, stored once.
+    """
+    decoder_field = "n_layers" if config.n_decoder_layers is None else "n_decoder_layers"
+    for stack, field in (("encoder", "n_layers"), ("decoder", decoder_field)):
+        n = getattr(config, field)
+        found = len({m[2] for name in shapes if (m := _LAYER.match(name)) and m[1] == stack})
+        if found != n:
+            mismatch = f"({field}={n}): they hold {found} {stack} layers"
+            raise AiaynError(f"{where}: weights do not match config.json {mismatch}")
+    with torch.device("meta"):
+        state = Transformer(config).state_dict(keep_vars=True)
+    tensors: dict[int, list[str]] = {}
+    for name, tensor in state.items():
+        tensors.setdefault(id(tensor), []).append(name)
+    for names in tensors.values():
+        stored = [name for name in names if name in shapes] or [names[0]]
+        expected, actual = tuple(state[stored[0]].shape), shapes.get(stored[0])
+        if actual is None:
+            raise AiaynError(f"{where}: weights do not match config.json: no tensor {stored[0]}")
+        if actual != expected:
+            raise AiaynError(
+                f"{where}: weights do not match config.json ({_field(config, expected, actual)}): "
+                f"{stored[0]} is {actual} there, {expected} by the config"
+            )
+    extra = sorted(set(shapes) - set(state))
+    if extra:
+        raise AiaynError(f"{where}: weights do not match config.json: this config has no {extra[0]}")
 
 
 def save_model_dir(
     model: Transformer, out_dir: str | Path, spm_path: str | Path | None = None, **info: Any
 ) -> Path:
-    """Write a model directory (config.json, model.safetensors, spm.model) and return its path."""
+    """Write a model directory (model.safetensors, spm.model, then config.json) and return its path."""
     out = save_weights(model, out_dir)
     if spm_path is not None and Path(spm_path).resolve() != (out / SPM_FILE).resolve():
-        shutil.copyfile(spm_path, out / SPM_FILE)
-    write_config(out, model.config, **info)
+        atomic_copy(spm_path, out / SPM_FILE)
+    write_config(out, model.config, **info)  # last: config.json describes weights already in place
     return out
 
 
 def save_weights(model: nn.Module, out_dir: str | Path) -> Path:
-    """Write OUT/model.safetensors (safetensors: loading it never runs code) -> OUT, made if needed."""
+    """Write OUT/model.safetensors (safetensors: loading it never runs code) -> OUT, made if needed.
+
+    Through a temporary file, fsync and a rename: a crash leaves the old weights or the new ones.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / (WEIGHTS_FILE + ".tmp")
-    save_model(model, str(tmp))
-    os.replace(tmp, out / WEIGHTS_FILE)
+    with atomic_path(out / WEIGHTS_FILE) as tmp:
+        save_model(model, str(tmp))
     return out
 
 

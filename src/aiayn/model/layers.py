@@ -55,12 +55,17 @@ class _Residual(nn.Module):
         return out if self.norm_first else self.norm(out)
 
 
+def _attention(config: ModelConfig, cross: bool = False) -> MultiHeadAttention:
+    c = config
+    return MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, cross, c.key_dim, c.value_dim)
+
+
 class EncoderLayer(nn.Module):
     """3.1 encoder layer: multi-head self-attention, then the feed-forward network."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout)
+        self.self_attn = _attention(config)
         self.ffn = FeedForward(config.d_model, config.d_ff, config.activation, config.activation_dropout)
         self.attn_res, self.ffn_res = _Residual(config), _Residual(config)
 
@@ -79,10 +84,7 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout)
-        self.cross_attn = MultiHeadAttention(
-            config.d_model, config.n_heads, config.attention_dropout, cross=True
-        )
+        self.self_attn, self.cross_attn = _attention(config), _attention(config, cross=True)
         self.ffn = FeedForward(config.d_model, config.d_ff, config.activation, config.activation_dropout)
         self.self_res, self.cross_res, self.ffn_res = _Residual(config), _Residual(config), _Residual(config)
 

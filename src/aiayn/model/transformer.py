@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.config import ModelConfig
-from aiayn.model.attention import KVCache
-from aiayn.model.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding
+from aiayn.model.attention import KVCache, MultiHeadAttention
+from aiayn.model.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, hold_row_at_zero
 from aiayn.model.layers import DecoderLayer, EncoderLayer
 from aiayn.model.linear import linear
 
@@ -75,7 +75,8 @@ class DecoderState:
     """What incremental decoding carries between steps, for a batch of (sentence x beam) rows.
 
     self_kv: one KVCache per layer; cross_kv: per layer the encoder's keys and values
-    (batch, heads, src_len, d_k), computed once; memory_mask (batch, 1, 1, src_len) or None.
+    ((batch, heads, src_len, d_k), (batch, heads, src_len, d_v)), computed once; memory_mask
+    (batch, 1, 1, src_len) or None.
     """
 
     self_kv: list[KVCache]
@@ -101,7 +102,11 @@ class DecoderState:
 
 
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer with the paper's shared embeddings (3.4) and defaults (Table 3)."""
+    """Encoder-decoder Transformer with the paper's shared embeddings (3.4) and defaults (Table 3).
+
+    When the decoder starts from <pad> (the default), the <pad> row of the target embedding is held
+    at zero, so the first decoder input is the position encoding alone (tensor2tensor, Marian).
+    """
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -120,6 +125,8 @@ class Transformer(nn.Module):
         else:
             self.output_weight = self.tgt_embed.weight
         self.output_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.final_logits_bias else None
+        if config.zero_start:
+            hold_row_at_zero(self.tgt_embed.weight, config.pad_id)
         # Set by int8 quantisation (aiayn.model.quantize): an int8 pre-softmax layer used instead
         # of the float32 matmul, and the parameter count before the Linear weights became int8.
         self.output_layer: nn.Module | None = None
@@ -134,11 +141,16 @@ class Transformer(nn.Module):
 
     def _init_projections(self) -> None:
         """Xavier-uniform for every projection, each of Q, K, V on its own; zero biases."""
-        for name, module in self.named_modules():
+        fused = {
+            id(linear): sizes
+            for module in self.modules()
+            if isinstance(module, MultiHeadAttention)
+            for linear, sizes in module.projections()
+        }
+        for module in self.modules():
             if isinstance(module, nn.Linear):
-                parts = 3 if name.endswith("qkv_proj") else 2 if name.endswith("kv_proj") else 1
-                for chunk in module.weight.data.chunk(parts, dim=0):
-                    nn.init.xavier_uniform_(chunk)
+                for part in module.weight.data.split(fused.get(id(module), module.out_features), dim=0):
+                    nn.init.xavier_uniform_(part)
                 nn.init.zeros_(module.bias)
 
     # -- pieces ---------------------------------------------------------------------------------
@@ -220,7 +232,8 @@ class Transformer(nn.Module):
         c = self.config
         rows = memory.size(0) * beam
         caches = [
-            KVCache(rows, c.n_heads, max_len, c.d_k, memory.dtype, memory.device) for _ in self.decoder.layers
+            KVCache(rows, c.n_heads, max_len, c.key_dim, memory.dtype, memory.device, c.value_dim)
+            for _ in self.decoder.layers
         ]
         cross = [
             tuple(
@@ -228,7 +241,7 @@ class Transformer(nn.Module):
                 for t in layer.cross_attn.project_kv(memory)
             )
             for layer in self.decoder.layers
-        ]  # per layer (n * beam, heads, src_len, d_k) keys and values
+        ]  # per layer keys (n * beam, heads, src_len, d_k) and values (..., d_v)
         if memory_mask is not None and beam > 1:
             memory_mask = memory_mask.repeat_interleave(beam, dim=0)  # (n * beam, 1, 1, src_len)
         return DecoderState(caches, cross, memory_mask)

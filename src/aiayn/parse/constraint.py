@@ -1,8 +1,9 @@
 """Well-formed trees only: a mask on the search's next-token log-probabilities (section 6.3's parser,
 with the linearisation of aiayn.parse.trees).
 
-`TreeConstraint` is a `Stepper` (aiayn.decode.search) around the model's stepper: it follows each
-hypothesis (row) through the tokens the search feeds it and sets to -inf the log-probability of
+`TreeConstraint` is a `Stepper` (aiayn.decode.search) around the model's stepper, put there by
+`TreeMask`, the `Controls.mask` of aiayn.decode.stepper: it follows each hypothesis (row) through
+the tokens the search feeds it (and its reorder / select) and sets to -inf the log-probability of
 every token that cannot lead to one tree with exactly `n_words` terminals within the row's
 `max_len` tokens. The search itself is unchanged, so every finished hypothesis is such a tree:
 
@@ -159,11 +160,18 @@ class TreeConstraint:
         return out
 
 
-def tree_constraint(vocab: TreeVocab, n_words: Tensor, device) -> Callable[[Stepper, Tensor, int], Stepper]:
-    """For `decode_batch(..., constrain=...)`: the batch's sentences have n_words (n,) words each."""
+@dataclass(frozen=True)
+class TreeMask:
+    """The `StepMask` (aiayn.decode.stepper.Controls.mask) of sentences with n_words (n,) words each:
+    `Controls(mask=TreeMask(vocab, n_words))` makes any search emit only well-formed trees."""
 
-    def wrap(stepper: Stepper, max_lens: Tensor, beam: int) -> Stepper:
-        per_row = n_words.repeat_interleave(beam), max_lens.repeat_interleave(beam)
-        return TreeConstraint(stepper, vocab, *per_row, device)
+    vocab: TreeVocab
+    n_words: Tensor  # (n,) long, CPU
 
-    return wrap
+    def subset(self, index: list[int]) -> TreeMask:
+        return TreeMask(self.vocab, self.n_words[index])
+
+    def wrap(self, stepper: Stepper, max_lens: Tensor, rows: int, device: torch.device) -> Stepper:
+        """max_lens (n,): the search's limits; `rows` hypotheses per sentence, sentence-major."""
+        per_row = self.n_words.repeat_interleave(rows), max_lens.repeat_interleave(rows)
+        return TreeConstraint(stepper, self.vocab, *per_row, device)

@@ -17,9 +17,10 @@ from typing import Any
 import torch
 
 from aiayn.config import DecodeConfig
+from aiayn.decode.stepper import Controls, source_limit
 from aiayn.decode.translator import ProgressHook, Translator
 from aiayn.errors import AiaynError
-from aiayn.parse.constraint import TreeVocab, tree_constraint
+from aiayn.parse.constraint import TreeMask, TreeVocab
 from aiayn.parse.trees import Tree, delinearise
 
 PARSE_DECODE = {"beam_size": 21, "alpha": 0.3, "max_len_a": 1.0, "max_len_b": 300}  # section 6.3
@@ -61,12 +62,12 @@ class Parser:
                 raise AiaynError(f"sentence {i + 1} is empty: there is nothing to parse")
         translator = self.translator
         sources = translator.encode([" ".join(words) for words in sentences])
-        n_words = torch.tensor([len(words) for words in sentences])
-
-        def constrain(index: list[int]):
-            return tree_constraint(self.vocab, n_words[index], translator.device)
-
-        hyps = translator.translate_ids(sources, options.replace(n_best=1), progress, constrain)
+        limit = source_limit(translator.config)
+        for i, ids in enumerate(sources):
+            if len(ids) > limit:
+                raise AiaynError(f"sentence {i + 1} has {len(ids)} source tokens, over the model's {limit}")
+        mask = TreeMask(self.vocab, torch.tensor([len(words) for words in sentences]))
+        hyps = translator.translate_ids(sources, options.replace(n_best=1), progress, Controls(mask=mask))
         return [translator.tokenizer.pieces(h[0].tokens) for h in hyps]
 
     def parse(

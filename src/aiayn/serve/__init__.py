@@ -10,8 +10,9 @@ import socket
 from pathlib import Path
 
 from aiayn.errors import AiaynError
-from aiayn.serve.app import ServeSettings, create_app
+from aiayn.serve.app import create_app
 from aiayn.serve.batcher import MicroBatcher
+from aiayn.serve.limits import ServeSettings
 
 __all__ = ["MicroBatcher", "ServeSettings", "create_app", "serve"]
 

@@ -1,20 +1,25 @@
 """The HTTP API and the page: a FastAPI app around a `Translator` (beam search of section 6.1).
 
-    POST /v1/translate   {"text": "..." | ["...", ...], "beam_size"?, "alpha"?, "n_best"?, "attention"?}
-    GET  /v1/health      {"status": "ok"}
+    POST /v1/translate   {"text": "..." | ["...", ...], "beam_size"?, "alpha"?, "n_best"?, "attention"?,
+                          "prefix"?, "constraints"?, "sample"?, "align"?}
+    POST /v1/translate/stream  {"text": a document, ...}: server-sent events, a sentence at a time
+    GET  /v1/health      {"status": "ok"}, or 503 when the model thread is stuck or the batcher stopped
     GET  /v1/model       languages, parameter count, model config, limits
     GET  /               the page: translate and look at attention (section 7's figures)
     GET  /docs           OpenAPI docs
 
 Requests go through a `MicroBatcher`; every error is JSON {"detail": ...}: 422 for malformed JSON,
-wrong types or unknown fields, 413 for too many or too long texts, 503 past the timeout.
+wrong types or unknown fields, 413 past a limit (aiayn.serve.limits: body, texts, characters,
+attention, work), 503 past the timeout, when the line is full (with Retry-After) or while shutting
+down. A request's model work stops at the next search step once its deadline passes or its client
+disconnects. Answers are written to JSON outside the event loop, so a large one holds up nobody.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -22,24 +27,32 @@ from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
+from aiayn.config import SamplingConfig
 from aiayn.errors import AiaynError
-from aiayn.serve.batcher import MicroBatcher
+from aiayn.serve.batcher import MicroBatcher, QueueFull, StopHook, Unavailable
+from aiayn.serve.limits import BodyLimit, ClientError, ServeSettings, check_texts, output_limits, text_costs
 from aiayn.serve.schemas import (
     Attention,
     Error,
     Hypothesis,
     Limits,
     ModelInfo,
+    Sample,
+    StreamRequest,
     TranslateRequest,
     TranslateResponse,
     Translation,
 )
+from aiayn.serve.stream import sentence_costs, sentence_events, split_checked
 
+__all__ = ["ServeSettings", "create_app"]
 log = logging.getLogger("aiayn.serve")
 ATTENTION_DECIMALS = 4
+RETRY_AFTER_S = 1  # what a 503 for a full line tells the client to wait
 # The page's files, read once from the package: no request names a file.
 PAGE_FILES = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}
 # FastAPI answers 400 with this when a JSON body is not UTF-8; for us it is malformed JSON like any other.
@@ -53,29 +66,11 @@ class TranslatorLike(Protocol):
     info: dict[str, Any]
     model: Any
 
-    def translate(self, texts: list[str], beam_size: int, alpha: float, n_best: int, return_scores: bool): ...
+    def translate(self, texts: list[str], **options: Any): ...
 
-    def attention(self, text: str, beam_size: int, alpha: float) -> dict[str, Any]: ...
+    def attention_maps(self, src_ids: list[int], tokens: list[int]) -> dict[str, Any]: ...
 
     def encode(self, texts: list[str]) -> list[list[int]]: ...
-
-
-@dataclass(frozen=True)
-class ServeSettings:
-    """Limits and micro-batching: --max-batch, --max-chars, --timeout, --batch-wait-ms, --batch-texts."""
-
-    max_batch: int = 64  # texts in one request
-    max_chars: int = 2000  # characters in one text
-    timeout: float = 30.0  # seconds per request, queueing included
-    batch_wait_ms: float = 5.0  # how long the batcher waits for more requests
-    batch_texts: int = 64  # texts in one model call; 1 turns micro-batching off
-
-    def __post_init__(self) -> None:
-        for name in ("max_batch", "max_chars", "timeout", "batch_texts"):
-            if getattr(self, name) <= 0:
-                raise AiaynError(f"serve: {name} must be positive, got {getattr(self, name)}")
-        if self.batch_wait_ms < 0:
-            raise AiaynError(f"serve: batch_wait_ms must be >= 0, got {self.batch_wait_ms}")
 
 
 @dataclass(frozen=True)
@@ -86,14 +81,18 @@ class Options:
     alpha: float
     n_best: int
     attention: bool
+    sample: Sample | None = None
+    align: bool = False
 
 
-class ClientError(Exception):
-    """A request the server refuses with `status` (413, 503) and a one-line `detail`."""
+@dataclass
+class Item:
+    """One text of a request and what steers its search alone: the batcher's unit of work."""
 
-    def __init__(self, status: int, detail: str):
-        super().__init__(detail)
-        self.status, self.detail = status, detail
+    text: str
+    prefix: str | None = None
+    constraints: list[str] | None = None
+    key: int = 0  # its index in its request: what seeds its samples, whatever the batching
 
 
 def _rounded(weights: list[Any]) -> list:
@@ -102,7 +101,9 @@ def _rounded(weights: list[Any]) -> list:
 
 
 def _attention(maps: dict[str, Any]) -> Attention:
-    return Attention(
+    """The weights as nested lists of floats, built as the schema says (no validation pass: it
+    would copy every list)."""
+    return Attention.model_construct(
         src_tokens=maps["src_tokens"],
         tgt_tokens=maps["tgt_tokens"],
         **{kind: _rounded(maps[kind]) for kind in ("cross", "encoder", "decoder")},
@@ -113,47 +114,78 @@ def _translation(hyps: list[Any], attention: Attention | None = None) -> Transla
     best = hyps[0]
     listed = [Hypothesis(text=h.text, score=h.score, log_prob=h.log_prob) for h in hyps]
     return Translation(
-        text=best.text, score=best.score, log_prob=best.log_prob, hypotheses=listed, attention=attention
+        text=best.text,
+        score=best.score,
+        log_prob=best.log_prob,
+        hypotheses=listed,
+        attention=attention,
+        alignment=best.alignment,
     )
 
 
-def run_batch(translator: TranslatorLike, texts: list[str], options: Options) -> list[Translation]:
+def _controls(items: list[Item]) -> dict[str, Any]:
+    """Translator.translate's per-text arguments for `items` (None where no text has one)."""
+    prefixes, constraints = [i.prefix for i in items], [i.constraints for i in items]
+    return {
+        "prefix": prefixes if any(prefixes) else None,
+        "constraints": constraints if any(constraints) else None,
+        "keys": [i.key for i in items],
+    }
+
+
+def run_batch(
+    translator: TranslatorLike,
+    items: list[Item],
+    options: Options,
+    should_stop: StopHook,
+    attention_tokens: int,
+) -> list[Translation]:
     """One model call for texts that share `options` (runs in the model thread).
 
-    With attention, each text is translated on its own, as `Translator.attention` does, so the
-    weights belong to exactly the translation returned.
+    With attention, each text is translated on its own, its output cut to attention_tokens tokens
+    (with </s>), and the weights are those of exactly the translation returned.
     """
-    search = {"beam_size": options.beam_size, "alpha": options.alpha}
+    sample = None if options.sample is None else SamplingConfig(**options.sample.model_dump())
+    search = dict(beam_size=options.beam_size, alpha=options.alpha, n_best=options.n_best, sample=sample)
+    search.update(return_scores=True, should_stop=should_stop, align=options.align)
     if not options.attention:
-        hyps = translator.translate(texts, **search, n_best=options.n_best, return_scores=True)
-        return [_translation(h) for h in hyps]
+        found = translator.translate([i.text for i in items], **search, **_controls(items))
+        return [_translation(h) for h in found]
     out = []
-    for text in texts:
-        (hyps,) = translator.translate([text], **search, n_best=options.n_best, return_scores=True)
+    for item in items:
+        (src_ids,) = translator.encode([item.text])
+        (longest,) = output_limits([src_ids], translator.config, attention_tokens)
+        search.update(_controls([item]), max_len_a=0.0, max_len_b=longest)
+        (hyps,) = translator.translate([item.text], **search)
         attention = None
-        if translator.encode([text])[0]:  # "" or "  " has no tokens: nothing to attend to
-            attention = _attention(translator.attention(text, **search))
+        if src_ids:  # "" or "  " has no tokens: nothing to attend to
+            attention = _attention(translator.attention_maps(src_ids, hyps[0].tokens))
         out.append(_translation(hyps, attention))
     return out
 
 
-def _check_limits(texts: list[str], settings: ServeSettings) -> None:
-    if len(texts) > settings.max_batch:
-        raise ClientError(413, f"{len(texts)} texts in one request; the limit is {settings.max_batch}")
-    for i, text in enumerate(texts):
-        if len(text) > settings.max_chars:
-            raise ClientError(413, f"text {i} has {len(text)} characters; the limit is {settings.max_chars}")
-
-
 def model_info(translator: TranslatorLike, settings: ServeSettings) -> ModelInfo:
-    info = translator.info
+    info, config = translator.info, translator.config
+    tokens = settings.max_attention_tokens
+    weights = config.n_heads * tokens**2 * (config.n_layers + 2 * config.decoder_layers)
+    limits = Limits(
+        max_batch=settings.max_batch,
+        max_chars=settings.max_chars,
+        timeout=settings.timeout,
+        max_body_bytes=settings.max_body_bytes,
+        max_work=settings.max_work,
+        max_queue=settings.max_queue,
+        attention_texts=1,
+        max_attention_tokens=tokens,
+        max_attention_weights=weights,
+    )
     return ModelInfo(
         src_lang=info.get("src_lang"),
         tgt_lang=info.get("tgt_lang"),
         parameters=translator.model.num_parameters(),
-        config=translator.config.to_dict(),
+        config=config.to_dict(),
         int8=bool(getattr(translator, "int8", False)),
-        limits=Limits(max_batch=settings.max_batch, max_chars=settings.max_chars, timeout=settings.timeout),
+        limits=limits,
     )
 
 
@@ -172,7 +204,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ClientError)
     async def _client_error(request: Request, err: ClientError) -> JSONResponse:
-        return JSONResponse({"detail": err.detail}, status_code=err.status)
+        return JSONResponse({"detail": err.detail}, status_code=err.status, headers=err.headers)
 
     @app.exception_handler(AiaynError)
     async def _aiayn_error(request: Request, err: AiaynError) -> JSONResponse:
@@ -198,13 +230,57 @@ def _add_page(app: FastAPI) -> None:
         app.add_api_route(f"/static/{name}", static(name), include_in_schema=False)
 
 
+async def _submit(
+    batcher: MicroBatcher, items: list[Item], options: Options, costs: list[int], timeout: float
+):
+    """The batcher's answer, its refusals as ClientErrors (503)."""
+    try:
+        return await batcher.submit(items, options, costs, timeout)
+    except TimeoutError:
+        raise ClientError(503, f"the request took over {timeout:g} s; try again later") from None
+    except QueueFull as err:
+        detail = f"the server is busy: {err}; try again in {RETRY_AFTER_S} s"
+        raise ClientError(503, detail, {"Retry-After": str(RETRY_AFTER_S)}) from None
+    except Unavailable as err:
+        raise ClientError(503, str(err)) from None
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client disconnects (the body has been read: nothing else can arrive)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _unless_disconnected(request: Request, work: Coroutine) -> Any:
+    """`work`'s result; if the client disconnects first, `work` is cancelled (and so its model work)."""
+    task, gone = asyncio.ensure_future(work), asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait([task, gone], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        task.cancel()  # nothing if it is done
+    if not task.done() or task.cancelled():
+        raise ClientError(499, "the client disconnected")  # nginx's code; nobody reads it
+    return task.result()
+
+
+def _json(results: list[Translation]) -> bytes:
+    response = TranslateResponse(translations=results)
+    return TranslateResponse.__pydantic_serializer__.to_json(response)  # bytes, without a str copy
+
+
 def create_app(translator: TranslatorLike, settings: ServeSettings | None = None) -> FastAPI:
     """The FastAPI app; the micro-batcher starts and stops with the app (its lifespan)."""
     settings = settings or ServeSettings()
     batcher = MicroBatcher(
-        lambda texts, options: run_batch(translator, texts, options),
+        lambda items, options, stop: run_batch(
+            translator, items, options, stop, settings.max_attention_tokens
+        ),
         wait_ms=settings.batch_wait_ms,
         max_texts=settings.batch_texts,
+        max_work=settings.batch_work,
+        max_queue=settings.max_queue,
+        stuck_after=settings.timeout,
     )
 
     @asynccontextmanager
@@ -215,25 +291,50 @@ def create_app(translator: TranslatorLike, settings: ServeSettings | None = None
 
     app = FastAPI(title="aiayn", summary="Transformer translation (Vaswani et al., 2017)", lifespan=lifespan)
     app.state.batcher, app.state.settings = batcher, settings
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     _add_error_handlers(app)
     _add_page(app)
     errors = {413: {"model": Error}, 503: {"model": Error}}
 
     @app.post("/v1/translate", response_model=TranslateResponse, responses=errors)
-    async def translate(request: TranslateRequest) -> TranslateResponse:
+    async def translate(body: TranslateRequest, request: Request) -> Response:
         """Translate one text or a list; n-best hypotheses with scores; attention weights on request."""
-        texts = request.texts
-        _check_limits(texts, settings)
-        options = Options(request.beam_size, request.alpha, request.n_best, request.attention)
-        try:
-            results = await asyncio.wait_for(batcher.submit(texts, options), settings.timeout)
-        except TimeoutError:
-            raise ClientError(503, f"the request took over {settings.timeout:g} s; try again later") from None
-        return TranslateResponse(translations=results)
+        texts = body.texts
+        check_texts(texts, settings)
+        sources = translator.encode(texts)  # whole texts (a long one is translated in parts)
+        costs = text_costs(sources, translator.config, body.beam_size, body.attention, settings)
+        options = Options(body.beam_size, body.alpha, body.n_best, body.attention, body.sample, body.align)
+        items = [
+            Item(*entry, key)
+            for key, entry in enumerate(zip(texts, body.prefixes, body.constraint_lists, strict=True))
+        ]
+        results = await _unless_disconnected(
+            request, _submit(batcher, items, options, costs, settings.timeout)
+        )
+        return Response(await run_in_threadpool(_json, results), media_type="application/json")
 
-    @app.get("/v1/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    @app.post("/v1/translate/stream", responses=errors, response_class=StreamingResponse)
+    async def translate_stream(body: StreamRequest) -> StreamingResponse:
+        """Translate a document sentence by sentence; each sentence is a server-sent event when done."""
+        doc = split_checked(body, translator.info.get("src_lang") or "en", settings)
+        costs = sentence_costs(translator, doc, body, settings)
+        options = Options(body.beam_size, body.alpha, 1, False, body.sample)
+        items = [Item(sentence, key=key) for key, sentence in enumerate(doc.sentences)]
+
+        def submit(items: list[Item], options: Options, costs: list[int]) -> Coroutine:
+            return _submit(batcher, items, options, costs, settings.timeout)
+
+        events = sentence_events(doc, items, options, costs, submit)
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no proxy holds them back
+        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+
+    @app.get("/v1/health", responses={503: {"model": Error}})
+    async def health() -> Response:
+        """{"status": "ok"}, or 503 with the reason when no translation can come."""
+        reason = batcher.health()
+        if reason is not None:
+            return JSONResponse({"status": "unavailable", "detail": reason}, status_code=503)
+        return JSONResponse({"status": "ok"})
 
     info = model_info(translator, settings)
 

@@ -1,13 +1,33 @@
 """The JSON of the HTTP API: requests are validated strictly (wrong types or unknown fields -> 422).
 
-No field names a file: a request carries texts and decoding settings (section 6.1) only.
+No field names a file: a request carries texts and decoding settings (section 6.1) only. The
+schema's own bounds (MAX_TEXTS, MAX_TEXT_CHARS) hold whatever the server's flags say; the flags'
+tighter limits answer 413 (aiayn.serve.limits).
 """
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MAX_BEAM = 16  # a server caps it: memory grows with texts x beams, and beams past ~10 buy nothing
+MAX_TEXTS = 4096  # the most --max-batch may allow
+MAX_TEXT_CHARS = 100_000  # the most --max-chars may allow
+MAX_CONSTRAINTS = 32  # phrases per text: dynamic beam allocation needs beams for each
+Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+Phrases = Annotated[list[Text], Field(max_length=MAX_CONSTRAINTS)]
+
+
+class Sample(BaseModel):
+    """Sampling instead of beam search (aiayn.config.SamplingConfig: the same fields and checks)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    temperature: float = Field(1.0, gt=0.0, le=100.0, description="Divides the logits.")
+    top_k: int = Field(0, ge=0, description="Draw from the k most probable tokens (0: all).")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Then from the smallest set with this mass.")
+    seed: int = Field(0, ge=0, lt=2**62, description="Equal seeds, equal samples, whatever the batching.")
 
 
 class TranslateRequest(BaseModel):
@@ -15,23 +35,80 @@ class TranslateRequest(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    text: str | list[str] = Field(description="A text or a list of texts to translate.")
+    text: Text | Annotated[list[Text], Field(max_length=MAX_TEXTS)] = Field(
+        description="A text or a list of texts to translate."
+    )
     beam_size: int = Field(4, ge=1, le=MAX_BEAM, description="Beam size (section 6.1: 4); 1 is greedy.")
     alpha: float = Field(0.6, ge=0.0, le=10.0, description="Length penalty exponent (section 6.1: 0.6).")
     n_best: int = Field(1, ge=1, le=MAX_BEAM, description="Hypotheses per text, best first (<= beam_size).")
     attention: bool = Field(False, description="Also return attention weights and subword tokens.")
+    prefix: Text | Annotated[list[Text | None], Field(max_length=MAX_TEXTS)] | None = Field(
+        None,
+        description="A start the translation must continue: a string for one text, or one string "
+        "(or null) per text of a list.",
+    )
+    constraints: Phrases | Annotated[list[Phrases | None], Field(max_length=MAX_TEXTS)] | None = Field(
+        None,
+        description="Phrases the translation must contain: a list of strings for one text, or one "
+        "list (or null) per text of a list.",
+    )
+    sample: Sample | None = Field(None, description="Draw n_best samples instead of searching.")
+    align: bool = Field(False, description="Word alignments: [source word, target word] pairs.")
 
     @model_validator(mode="after")
-    def _n_best_within_beam(self) -> TranslateRequest:
+    def _consistent(self) -> TranslateRequest:
         if self.n_best > self.beam_size:
             raise ValueError(f"n_best={self.n_best} is larger than beam_size={self.beam_size}")
         if isinstance(self.text, list) and not self.text:
             raise ValueError("text is an empty list")
+        for name, single in (("prefix", "a string"), ("constraints", "a list of strings")):
+            self._check_per_text(name, single)
         return self
+
+    def _check_per_text(self, name: str, single: str) -> None:
+        """One text takes `single`; a list of texts takes one entry (or null) per text."""
+        value = getattr(self, name)
+        if value is None:
+            return
+        nested = isinstance(value, list) and (name == "prefix" or any(not isinstance(v, str) for v in value))
+        if isinstance(self.text, str):
+            if nested:
+                raise ValueError(f"{name}: for one text, {single}")
+        elif not nested:
+            raise ValueError(f"{name}: one entry per text of the list (null for none)")
+        elif len(value) != len(self.text):
+            raise ValueError(f"{name} has {len(value)} entries for {len(self.text)} texts")
 
     @property
     def texts(self) -> list[str]:
         return [self.text] if isinstance(self.text, str) else list(self.text)
+
+    @property
+    def prefixes(self) -> list[str | None]:
+        """One prefix (or None) per text."""
+        if self.prefix is None or isinstance(self.prefix, str):
+            return [self.prefix] * len(self.texts)
+        return list(self.prefix)
+
+    @property
+    def constraint_lists(self) -> list[list[str] | None]:
+        """One list of phrases (or None) per text."""
+        if isinstance(self.text, str):
+            return [self.constraints]
+        return [None] * len(self.texts) if self.constraints is None else list(self.constraints)
+
+
+class StreamRequest(BaseModel):
+    """POST /v1/translate/stream: one document, translated sentence by sentence."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    text: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] = Field(
+        description="A document: paragraphs at blank lines, split into sentences (Moses' rules)."
+    )
+    beam_size: int = Field(4, ge=1, le=MAX_BEAM, description="Beam size (section 6.1: 4); 1 is greedy.")
+    alpha: float = Field(0.6, ge=0.0, le=10.0, description="Length penalty exponent (section 6.1: 0.6).")
+    sample: Sample | None = Field(None, description="Draw one sample per sentence instead of searching.")
 
 
 class Hypothesis(BaseModel):
@@ -56,6 +133,9 @@ class Translation(BaseModel):
     log_prob: float
     hypotheses: list[Hypothesis] = Field(description="The n_best hypotheses, best first.")
     attention: Attention | None = None
+    alignment: list[tuple[int, int]] | None = Field(
+        None, description="With align: [source word, target word] pairs of the best translation, from 0."
+    )
 
 
 class TranslateResponse(BaseModel):
@@ -66,6 +146,16 @@ class Limits(BaseModel):
     max_batch: int = Field(description="Most texts in one request.")
     max_chars: int = Field(description="Most characters in one text.")
     timeout: float = Field(description="Seconds a request may take, queueing included.")
+    max_body_bytes: int = Field(description="Most bytes in a request body.")
+    max_work: int = Field(
+        description="Most texts x beam x longest output (|source| + 50 tokens) in a request."
+    )
+    max_queue: int = Field(description="Most texts waiting for the model; beyond, 503 with Retry-After.")
+    attention_texts: int = Field(description="Texts per request with attention.")
+    max_attention_tokens: int = Field(
+        description="Most tokens (with </s>) on each side of an attention answer."
+    )
+    max_attention_weights: int = Field(description="Most weights in an attention answer of this model.")
 
 
 class ModelInfo(BaseModel):

@@ -4,7 +4,7 @@
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const $ = (id) => document.getElementById(id);
-const state = { data: null, kind: "cross" };
+const state = { data: null, kind: "cross", sentences: [] };
 
 // Which tokens label the rows (queries) and columns (keys) of each kind of attention.
 // The decoder's inputs are the start token and the output pieces; each position predicts the next.
@@ -128,20 +128,52 @@ function showError(message) {
   $("error").hidden = !message;
 }
 
+// The server-sent events of a fetch() response, as [name, data] pairs (EventSource cannot POST).
+async function* events(response) {
+  const reader = response.body.getReader(), decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const field = (name) => (block.split("\n").find((l) => l.startsWith(name + ": ")) || "").slice(name.length + 2);
+      yield [field("event"), JSON.parse(field("data"))];
+    }
+  }
+}
+
+async function postJSON(url, body) {
+  const response = await fetch(url, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  });
+  if (response.ok) return response;
+  const detail = (await response.json()).detail;
+  throw new Error(typeof detail === "string" ? detail : JSON.stringify(detail));
+}
+
+// Translate the text sentence by sentence (POST /v1/translate/stream): each sentence appears as
+// soon as it is done; the first one's attention is drawn, and a click draws another's.
 async function translate() {
   const text = $("source").value.trim();
   if (!text) return showError("Type a sentence first.");
   showError("");
   $("translate").disabled = true;
   $("status").textContent = "Translating\u2026";
+  state.sentences = [];
+  $("translation").replaceChildren();
+  $("score").textContent = "";
+  $("attention").hidden = true;
   try {
-    const response = await fetch("/v1/translate", {
-      method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ text, beam_size: Number($("beam").value) || 4, attention: true }),
-    });
-    const body = await response.json();
-    if (!response.ok) throw new Error(typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail));
-    show(body.translations[0]);
+    const response = await postJSON("/v1/translate/stream", { text, beam_size: beam() });
+    $("result").hidden = false;
+    for await (const [name, data] of events(response)) {
+      if (name === "error") throw new Error(data.detail);
+      if (name === "sentence") addSentence(data);
+    }
   } catch (err) {
     showError(`Translation failed: ${err.message}`);
   } finally {
@@ -150,11 +182,46 @@ async function translate() {
   }
 }
 
+function beam() {
+  return Number($("beam").value) || 4;
+}
+
+function addSentence(data) {
+  let paragraph = $("translation").querySelector(`p[data-paragraph="${data.paragraph}"]`);
+  if (!paragraph) {
+    paragraph = document.createElement("p");
+    paragraph.dataset.paragraph = data.paragraph;
+    $("translation").append(paragraph);
+  }
+  if (paragraph.childElementCount) paragraph.append(" ");
+  const span = document.createElement("span");
+  span.className = "sentence";
+  span.dataset.index = data.index;
+  span.title = data.source;
+  span.textContent = data.text;
+  span.addEventListener("click", () => selectSentence(data.index));
+  paragraph.append(span);
+  state.sentences[data.index] = data;
+  if (data.index === 0) selectSentence(0);
+}
+
+// The attention of one sentence: translated again alone with attention (POST /v1/translate).
+async function selectSentence(index) {
+  document.querySelectorAll("#translation .sentence").forEach((s) =>
+    s.classList.toggle("selected", Number(s.dataset.index) === index));
+  const sentence = state.sentences[index];
+  try {
+    const response = await postJSON("/v1/translate", { text: sentence.source, beam_size: beam(), attention: true });
+    show((await response.json()).translations[0]);
+    $("heatmap").dataset.sentence = index;
+  } catch (err) {
+    showError(`Attention failed: ${err.message}`);
+  }
+}
+
 function show(result) {
   state.data = result;
-  $("translation").textContent = result.text;
   $("score").textContent = `score ${result.score.toFixed(3)} \u00b7 log P ${result.log_prob.toFixed(3)}`;
-  $("result").hidden = false;
   $("attention").hidden = !result.attention;
   if (result.attention) {
     $("layer").replaceChildren();

@@ -33,24 +33,12 @@ from aiayn.config import RunConfig
 from aiayn.errors import AiaynError
 from aiayn.model.io import save_model_dir
 from aiayn.model.transformer import Transformer
+from aiayn.safe_io import fsync_dir, fsync_file
 
 CHECKPOINTS, WEIGHTS, STATE = "checkpoints", "model.safetensors", "trainer_state.pt"
 RUN_INFO, RUN_CONFIG, RUN_SPM = "run.json", "config.yaml", "spm.model"
 _NAME = re.compile(r"^step_(\d+)$")
 _TMP_PREFIX = ".tmp-"
-
-
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb+") as f:
-        os.fsync(f.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def checkpoint_name(step: int) -> str:
@@ -84,7 +72,7 @@ def _publish(tmp: Path, final: Path) -> None:
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
 
 
 def save_checkpoint(run_dir: str | Path, step: int, model: nn.Module, state: dict, keep_last: int) -> Path:
@@ -96,12 +84,12 @@ def save_checkpoint(run_dir: str | Path, step: int, model: nn.Module, state: dic
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     save_model(model, str(tmp / WEIGHTS))
-    _fsync_file(tmp / WEIGHTS)
+    fsync_file(tmp / WEIGHTS)
     with open(tmp / STATE, "wb") as f:
         torch.save(state, f)
         f.flush()
         os.fsync(f.fileno())
-    _fsync_dir(tmp)
+    fsync_dir(tmp)
     _publish(tmp, final)
     for old in list_checkpoints(run_dir)[: -max(keep_last, 1)]:
         shutil.rmtree(old, ignore_errors=True)

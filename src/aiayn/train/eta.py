@@ -56,10 +56,11 @@ class BudgetClock:
             "seconds_left": max(left, 0),
         }
 
-    def message(self, row: dict, step: int) -> str:
+    def message(self, row: dict, step: int, unit: str = "target tokens") -> str:
+        """One line: the measured speed (`unit` per second) and when the rest of the budget ends."""
         end = time.strftime("%H:%M", time.localtime(time.time() + row["seconds_left"]))
         return (
-            f"timing: {row['s_per_update']:.2f} s per update ({row['tok_s']:,.0f} target tokens/s) over "
+            f"timing: {row['s_per_update']:.2f} s per update ({row['tok_s']:,.0f} {unit}/s) over "
             f"updates {self.start_step + SKIP + 1}-{step}: the rest takes about "
             f"{duration(row['seconds_left'])} on this machine (until about {end})"
         )

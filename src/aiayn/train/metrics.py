@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
+
+from aiayn.safe_io import atomic_write_text
 
 METRICS = "metrics.jsonl"
 
@@ -42,9 +43,7 @@ class MetricsLog:
                 continue  # a row cut short by a kill in the middle of its write
             if row.get("step", 0) <= step:
                 kept.append(line)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in kept))
-        os.replace(tmp, self.path)  # a kill during the rewrite leaves the old file whole
+        atomic_write_text(self.path, "".join(line + "\n" for line in kept))  # a kill leaves the old file
 
     def log(self, kind: str, step: int, values: dict[str, Any]) -> None:
         if not self.enabled:

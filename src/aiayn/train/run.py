@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import filecmp
 import json
-import shutil
 from pathlib import Path
 
+import numpy as np
 import yaml
 from safetensors.torch import load_file, load_model
 
@@ -20,6 +20,7 @@ from aiayn.config import ModelConfig, RunConfig, apply_overrides
 from aiayn.errors import AiaynError
 from aiayn.model.io import SPM_FILE, WEIGHTS_FILE, read_config
 from aiayn.model.transformer import Transformer
+from aiayn.safe_io import atomic_copy, atomic_write_text
 from aiayn.train.checkpoint import RUN_CONFIG, RUN_INFO, RUN_SPM
 
 
@@ -34,9 +35,10 @@ def data_vocab_size(data_dir: Path) -> int:
 
 
 def resolve_config(data_dir: Path, config: RunConfig) -> RunConfig:
-    """Set the model's vocab_size from the data's spm.model."""
-    vocab = data_vocab_size(data_dir)
-    return RunConfig(model=config.model.replace(vocab_size=vocab), train=config.train, decode=config.decode)
+    """Set the model's vocab_size from the data's spm.model; check that the data fits the model."""
+    model = config.model.replace(vocab_size=data_vocab_size(data_dir))
+    check_lengths(data_dir, model, config.train.max_tokens)
+    return RunConfig(model=model, train=config.train, decode=config.decode)
 
 
 def _model_differences(a: ModelConfig, b: ModelConfig) -> list[str]:
@@ -59,10 +61,11 @@ def check_resume_config(run_dir: Path, config: RunConfig) -> None:
 
 
 def write_run_files(run_dir: Path, data_dir: Path, config: RunConfig, world_size: int, init_from) -> None:
-    """config.yaml, run.json and spm.model (rank 0 only)."""
+    """config.yaml, run.json and spm.model (rank 0 only), each atomically: rewritten at every start,
+    so a kill there must leave the old file whole, not an empty one that a resume reads as defaults."""
     run_dir.mkdir(parents=True, exist_ok=True)
     config.to_yaml(run_dir / RUN_CONFIG)
-    shutil.copyfile(data_dir / SPM_FILE, run_dir / RUN_SPM)
+    atomic_copy(data_dir / SPM_FILE, run_dir / RUN_SPM)
     meta_path = data_dir / "meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     info = {
@@ -74,14 +77,38 @@ def write_run_files(run_dir: Path, data_dir: Path, config: RunConfig, world_size
     }
     if meta.get("task") == "parse":  # the model directory says what it is (aiayn.parse.parser)
         info.update(task="parse", parse=meta.get("parse"))
-    (run_dir / RUN_INFO).write_text(json.dumps(info, indent=2) + "\n")
+    atomic_write_text(run_dir / RUN_INFO, json.dumps(info, indent=2) + "\n")
+
+
+def check_lengths(data_dir: Path, model: ModelConfig, max_tokens: int) -> None:
+    """With learned positions (Table 3 row E), every pair that batching takes (width <= max_tokens)
+    must fit max_positions: checked at the start, not when the first such batch comes (a dev one only
+    after eval_every steps)."""
+    from aiayn.data.dataset import TokenDataset
+
+    if model.positions != "learned":
+        return
+    for split in ("train", "valid"):
+        try:
+            dataset = TokenDataset(data_dir, split)
+        except AiaynError:
+            continue  # no such split: the trainer says so, or runs without dev evaluation
+        widths = np.maximum(dataset.src_lengths, dataset.tgt_lengths)  # (n,) tokens with EOS / BOS
+        widest = int(widths[widths <= max_tokens].max(initial=0))
+        if widest > model.max_positions:
+            raise AiaynError(
+                f"{data_dir}: the {split} split has pairs of up to {widest} tokens but the model has "
+                f"max_positions={model.max_positions} learned positions; --set max_positions={widest}, "
+                "or prepare with a smaller --max-len"
+            )
 
 
 def load_init_weights(model: Transformer, model_dir: str | Path, data_dir: Path) -> None:
     """`--init-from`: copy an existing model directory's weights into `model` (fine-tuning).
 
     The vocabulary must be the data's (same size and, if the model directory has one, the same
-    SentencePiece model) and every weight must have the shape the run's config gives it.
+    SentencePiece model), the decoder must start from the same token (see ModelConfig's
+    decoder_start_id) and every weight must have the shape the run's config gives it.
     """
     model_dir = Path(model_dir)
     config, _ = read_config(model_dir)
@@ -89,6 +116,12 @@ def load_init_weights(model: Transformer, model_dir: str | Path, data_dir: Path)
         raise AiaynError(
             f"--init-from {model_dir}: its vocabulary has {config.vocab_size} pieces but "
             f"{data_dir / SPM_FILE} has {model.config.vocab_size}; prepare the data with its spm.model"
+        )
+    if config.start_id != model.config.start_id:
+        value = "null" if config.decoder_start_id is None else config.decoder_start_id
+        raise AiaynError(
+            f"--init-from {model_dir}: its decoder starts from id {config.start_id}, this run's from "
+            f"{model.config.start_id}; add --set decoder_start_id={value} to fine-tune it as it is"
         )
     spm = model_dir / SPM_FILE
     if spm.is_file() and not filecmp.cmp(spm, data_dir / SPM_FILE, shallow=False):

@@ -13,6 +13,7 @@ fast the machine is. The budget covers the whole run, the final test evaluation 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -24,7 +25,8 @@ import yaml
 
 from aiayn.config import ConfigError, _check_choice, _Serializable
 from aiayn.errors import AiaynError
-from aiayn.train import checkpoint
+from aiayn.safe_io import atomic_write_text
+from aiayn.train import checkpoint, eta
 from aiayn.train.loss import label_smoothed_nll
 from aiayn.train.metrics import MetricsLog, Progress
 from aiayn.train.schedule import noam_lr
@@ -37,6 +39,7 @@ from aiayn.vision.plots import plot_vision_curves
 
 STATE_VERSION = 1
 RUN_CONFIG = "config.yaml"
+DEFAULT_EPOCHS = 20  # 90.5% test accuracy; about 14 min on a 2-core AVX-512 EPYC, 52 on AVX2 only
 
 
 @dataclass
@@ -52,7 +55,7 @@ class VisionTrainConfig(_Serializable):
     adam_beta2: float = 0.999
     label_smoothing: float = 0.1
     clip_norm: float | None = 1.0
-    epochs: int | None = None  # None: 10, or with `minutes` as many as the time allows
+    epochs: int | None = None  # None: DEFAULT_EPOCHS, or with `minutes` as many as the time allows
     minutes: float | None = None  # time budget of the whole run (final evaluation included)
     valid_size: int = 2000  # held out of the training images
     crop_pad: int = 1  # random crop after zero padding by this many pixels (shifts of up to 1); 0: off
@@ -140,7 +143,8 @@ def write_run_config(run_dir: Path, model: VisionConfig, t: VisionTrainConfig) -
                 f"{path}: the run's checkpoints were made with another model config; use a new --out"
             )
     run_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"vision": model.to_dict(), "train": t.to_dict()}, sort_keys=False))
+    text = yaml.safe_dump({"vision": model.to_dict(), "train": t.to_dict()}, sort_keys=False)
+    atomic_write_text(path, text)
 
 
 class VisionTrainer:
@@ -158,7 +162,7 @@ class VisionTrainer:
         if not len(self.images):
             raise AiaynError("no training images")
         self.steps_per_epoch = math.ceil(len(self.images) / t.batch_size)
-        epochs = t.epochs or (None if t.minutes else 10)
+        epochs = t.epochs or (None if t.minutes else DEFAULT_EPOCHS)
         self.total_steps = epochs * self.steps_per_epoch if epochs else None  # None: the time decides
         found = checkpoint.list_checkpoints(run_dir)
         if found:
@@ -236,17 +240,42 @@ class VisionTrainer:
             index = order[self.state.index * t.batch_size : (self.state.index + 1) * t.batch_size]
             loss, correct = self._update(index, self._lr(fraction))
             self.state.step, self.state.index = self.state.step + 1, self.state.index + 1
+            self.images_done += len(index)
+            self._say_timing()
             self.window.add(loss, correct, len(index), time.monotonic() - began)
             if self.state.step % t.log_every == 0:
                 self._log_train(fraction)
             if signals.received:
                 return f"signal:{signals.received}"
             if t.save_minutes is not None and time.monotonic() - self.saved_time >= t.save_minutes * 60:
-                self._save()
+                with self._paused():
+                    self._save()
         self.state.epoch, self.state.index = self.state.epoch + 1, 0
         return None
 
     # -- logging and evaluation -------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _paused(self):
+        """Work other than updates (evaluation, checkpoints): not counted in the budget clock's span."""
+        began = time.monotonic()
+        yield
+        self.clock.pause(time.monotonic() - began)
+
+    def _say_timing(self) -> None:
+        """Once, early in the run: how long the rest of the epochs take on this machine, the
+        evaluations still to come included (a forward pass costs about a third of an update)."""
+        row = self.clock.after_update(self.state.step, self.images_done)
+        if row is None:
+            return
+        epochs_left = self.total_steps / self.steps_per_epoch - self.state.epoch
+        eval_images = epochs_left * len(self.splits.valid[0]) + len(self.splits.test[0])
+        row["seconds_left"] += eval_images * row["s_per_update"] / self.t.batch_size / 3
+        if self.t.minutes is not None:
+            row["seconds_left"] = min(row["seconds_left"], self.t.minutes * 60 - self._seconds())
+        self.bar.write(self.clock.message(row, self.state.step, unit="images"))
+        row["img_s"] = row.pop("tok_s")
+        self.log.log("eta", self.state.step, row)
+
     def _log_train(self, fraction: float) -> None:
         w = self.window
         row = {
@@ -271,7 +300,8 @@ class VisionTrainer:
         images, labels = getattr(self.splits, split)
         if not len(images):
             return {}
-        loss, accuracy = evaluate(self.model, images, labels, self.t.eval_batch_size)
+        with self._paused():
+            loss, accuracy = evaluate(self.model, images, labels, self.t.eval_batch_size)
         self.model.train()
         row = {f"{split}_loss": loss, f"{split}_accuracy": accuracy}
         self.log.log("dev" if split == "valid" else split, self.state.step, row)
@@ -282,6 +312,8 @@ class VisionTrainer:
         self.log = MetricsLog(self.run_dir, True)
         self.log.truncate(self.state.step)
         self.bar = Progress(progress, self.state.step, self.total_steps, self.t.minutes)
+        self.clock = eta.BudgetClock(self.state.step, self.total_steps, self.t.minutes, self.start)
+        self.images_done = 0
         self.model.train()
         reason, test = None, {}
         try:

@@ -1,0 +1,278 @@
+"""Lexically constrained beam search: dynamic beam allocation (Post and Vilar, 2018), batched.
+
+Each sentence has constraints: phrases (token sequences) that must appear in its output, for
+terminology. A hypothesis tracks which phrases it has met and how far into one it is; leaving a
+phrase half-way undoes that phrase's progress. It may end (EOS) only once it has met every phrase,
+except at the length cap, where the search ends every hypothesis as plain beam search does (such
+an output is ranked after every output that met its constraints).
+
+One step, per sentence, from its k live hypotheses:
+1. candidates: the 2k best extensions overall (as plain beam search), each hypothesis's best next
+   token, and each hypothesis's allowed constraint tokens (the next token of the phrase it is in,
+   or the first token of every phrase it has not met);
+2. every hypothesis that met everything may end: its EOS extension joins the sentence's pool of
+   finished outputs (which keeps the k best), whatever its rank among the candidates;
+3. the other candidates are grouped into banks by the number of constraint tokens met, and the k
+   places are dealt round-robin from the bank with the most met to the one with the fewest, each
+   bank giving its best remaining candidate: hypotheses that make progress on the constraints
+   keep places even when their score is lower.
+A sentence without constraints has one bank, and its search is exactly `beam_search`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from aiayn.decode.search import (
+    STYLES,
+    Hypothesis,
+    Prefixes,
+    StopHook,
+    _Beams,
+    _check_stop,
+    _mask_step,
+    length_penalty,
+)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A hypothesis' constraint state: the phrases met, and (phrase, tokens of it so far) if in one."""
+
+    met: tuple[bool, ...]
+    inside: tuple[int, int] | None = None
+
+    def tokens_met(self, phrases: Sequence[Sequence[int]]) -> int:
+        done = sum(len(p) for p, m in zip(phrases, self.met, strict=True) if m)
+        return done + (self.inside[1] if self.inside else 0)
+
+    def complete(self) -> bool:
+        return all(self.met)
+
+    def allowed(self, phrases: Sequence[Sequence[int]]) -> set[int]:
+        """Tokens that make progress: the next one of the current phrase, else every unmet first."""
+        if self.inside is not None:
+            c, p = self.inside
+            return {phrases[c][p]}
+        return {p[0] for p, m in zip(phrases, self.met, strict=True) if not m}
+
+    def after(self, token: int, phrases: Sequence[Sequence[int]]) -> Progress:
+        """The state once `token` is appended."""
+        if self.inside is not None:
+            c, p = self.inside
+            if phrases[c][p] == token:
+                return self._advance(c, p + 1, phrases)
+        for c, (phrase, met) in enumerate(zip(phrases, self.met, strict=True)):
+            if not met and phrase[0] == token:
+                return Progress(self.met)._advance(c, 1, phrases)
+        return Progress(self.met)
+
+    def _advance(self, c: int, p: int, phrases: Sequence[Sequence[int]]) -> Progress:
+        if p == len(phrases[c]):
+            return Progress(self.met[:c] + (True,) + self.met[c + 1 :])
+        return Progress(self.met, (c, p))
+
+
+def _deal(
+    banks: dict[int, list[tuple[float, int, int, Progress]]], k: int
+) -> list[tuple[float, int, int, Progress]]:
+    """k candidates dealt round-robin from the bank with most constraint tokens met down."""
+    for bank in banks.values():
+        bank.sort(key=lambda c: -c[0])
+    chosen, order, depth = [], sorted(banks, reverse=True), 0
+    while len(chosen) < k and any(depth < len(banks[b]) for b in order):
+        for b in order:
+            if depth < len(banks[b]) and len(chosen) < k:
+                chosen.append(banks[b][depth])
+        depth += 1
+    return sorted(chosen, key=lambda c: -c[0])  # places sorted by score, as beam_search keeps them
+
+
+class _ConstrainedBeams(_Beams):
+    """`_Beams` whose live hypotheses are chosen by dynamic beam allocation."""
+
+    phrases: list[list[list[int]]]  # per live sentence
+    progress: list[list[Progress]]  # per live sentence, per beam
+    fin_met: Tensor  # (n, k) bool: the finished hypothesis met every phrase (pools rank these first)
+
+    def keep(self, index: Tensor) -> None:
+        super().keep(index)
+        kept = index.tolist()
+        self.fin_met = self.fin_met[index.to(self.fin_met.device)]
+        self.phrases = [self.phrases[i] for i in kept]
+        self.progress = [self.progress[i] for i in kept]
+
+    def finish(
+        self, seqs: Tensor, log_probs: Tensor, finishing: Tensor, step: int, lp: float, met: Tensor
+    ) -> None:
+        """`_Beams.finish`, the pools ordered by (met every phrase, log P / lp). met (n, c) bool."""
+        k, total = self.fin_scores.size(1), seqs.size(2)
+        cand = (log_probs / lp).masked_fill(~finishing, -math.inf)
+        scores, met = torch.cat([self.fin_scores, cand], dim=1), torch.cat([self.fin_met, met], dim=1)
+        key = scores.double() - 1e12 * (~met & scores.isfinite()).double()  # (n, k + c)
+        pos = key.topk(k, dim=1).indices  # (n, k)
+        self.fin_scores, self.fin_met = scores.gather(1, pos), met.gather(1, pos)
+        self.fin_log_probs = torch.cat([self.fin_log_probs, log_probs], dim=1).gather(1, pos)
+        lens = torch.full_like(log_probs, step, dtype=torch.long)
+        self.fin_lens = torch.cat([self.fin_lens, lens], 1).gather(1, pos)
+        self.fin_seqs = torch.cat([self.fin_seqs, seqs], dim=1).gather(
+            1, pos[:, :, None].expand(-1, -1, total)
+        )
+
+    def _full(self) -> Tensor:
+        """A sentence with constraints stops only by the bound: its pool fills with every
+        hypothesis allowed to end, not with the k best candidates as in plain beam search."""
+        constrained = torch.tensor([bool(p) for p in self.phrases], device=self.fin_scores.device)
+        return super()._full() & ~constrained
+
+    def block_eos(self, logp: Tensor, step: int, eos_id: int) -> None:
+        """Hypotheses that have not met every phrase may not end, except at the length cap."""
+        for i, states in enumerate(self.progress):
+            if step <= int(self.max_lens[i]):
+                for b, state in enumerate(states):
+                    if not state.complete():
+                        logp[i, b, eos_id] = -math.inf
+
+    def _candidates(self, cand: Tensor, top_index: Tensor) -> list[dict[tuple[int, int], float]]:
+        """Per sentence {(beam, token): summed log P} from the 2k best, each beam's best token and
+        its constraint tokens. cand (n, k, vocab)."""
+        n, k, vocab = cand.shape
+        best = cand.argmax(dim=-1).cpu()  # (n, k)
+        wanted = [
+            (i, b, t)
+            for i in range(n)
+            for b in range(k)
+            for t in self.progress[i][b].allowed(self.phrases[i])
+        ]
+        wanted += [(i, b, int(best[i, b])) for i in range(n) for b in range(k)]
+        wanted += [(i, int(x) // vocab, int(x) % vocab) for i in range(n) for x in top_index[i].tolist()]
+        index = torch.tensor(wanted, dtype=torch.long).t().to(cand.device)  # (3, m)
+        scores = cand[index[0], index[1], index[2]].tolist()
+        out: list[dict[tuple[int, int], float]] = [{} for _ in range(n)]
+        for (i, b, t), s in zip(wanted, scores, strict=True):
+            if math.isfinite(s):
+                out[i][(b, t)] = s
+        return out
+
+    def _finish_step(
+        self, cand: Tensor, top: Tensor, beam: Tensor, token: Tensor, step: int, eos_id: int, lp: float
+    ):
+        """EOS candidates join the pools: in a sentence without constraints those among the k best
+        (as `beam_search`); in one with constraints every hypothesis allowed to end does (its
+        EOS may rank below unfinished hypotheses that still owe phrases: the pool sorts them)."""
+        n, k = cand.shape[:2]
+        total = self.live_seqs.size(2)
+        constrained = torch.tensor([bool(p) for p in self.phrases], device=cand.device)  # (n,)
+        finishing = token.eq(eos_id) & top.isfinite() & ~constrained[:, None]
+        finishing[:, k:] = False
+        if bool(finishing.any()):
+            seqs = self.live_seqs.gather(1, beam[:, :, None].expand(-1, -1, total))  # (n, c, T)
+            seqs[:, :, step - 1] = token
+            self.finish(seqs, top, finishing, step, lp, torch.ones_like(finishing))
+        eos = cand[:, :, eos_id]  # (n, k): -inf where a hypothesis may not end yet
+        ending = eos.isfinite() & constrained[:, None]
+        if bool(ending.any()):
+            met = torch.tensor([[state.complete() for state in states] for states in self.progress])
+            seqs = self.live_seqs.clone()
+            seqs[:, :, step - 1] = eos_id
+            self.finish(seqs, eos, ending, step, lp, met.to(cand.device))
+
+    def advance(self, logp: Tensor, step: int, eos_id: int, lp: float) -> tuple[Tensor, Tensor]:
+        """As `_Beams.advance`, with the live places dealt by dynamic beam allocation."""
+        n, k, vocab = logp.shape
+        self.block_eos(logp, step, eos_id)
+        cand = self.live_scores[:, :, None] + logp  # (n, k, vocab)
+        top, index = cand.view(n, k * vocab).topk(min(2 * k, k * vocab), dim=1)  # (n, c)
+        beam, token = index // vocab, index % vocab
+        self._finish_step(cand, top, beam, token, step, eos_id, lp)
+        chosen_beam = torch.zeros(n, k, dtype=torch.long)
+        chosen_token = torch.full((n, k), eos_id, dtype=torch.long)
+        scores = torch.full((n, k), -math.inf)
+        progress = []
+        for i, found in enumerate(self._candidates(cand, index)):
+            banks: dict[int, list] = {}
+            for (b, t), s in found.items():
+                if t != eos_id:
+                    state = self.progress[i][b].after(t, self.phrases[i])
+                    banks.setdefault(state.tokens_met(self.phrases[i]), []).append((s, b, t, state))
+            chosen = _deal(banks, k)
+            for j, (s, b, t, _) in enumerate(chosen):
+                scores[i, j], chosen_beam[i, j], chosen_token[i, j] = s, b, t
+            fill = self.progress[i][0]  # empty places keep some state; their score is -inf
+            progress.append([c[3] for c in chosen] + [fill] * (k - len(chosen)))
+        self.progress = progress
+        device = self.live_seqs.device
+        self.live_scores = scores.to(device)
+        chosen_beam, chosen_token = chosen_beam.to(device), chosen_token.to(device)
+        self.live_seqs = self.live_seqs.gather(
+            1, chosen_beam[:, :, None].expand(-1, -1, self.live_seqs.size(2))
+        )
+        self.live_seqs[:, :, step - 1] = chosen_token
+        return chosen_beam, chosen_token
+
+
+def constrained_beam_search(
+    stepper,
+    max_lens: Tensor,
+    constraints: Sequence[Sequence[Sequence[int]]],
+    *,
+    beam_size: int,
+    start_id: int,
+    eos_id: int,
+    banned: Sequence[int] = (),
+    alpha: float = 0.6,
+    style: str = "gnmt",
+    n_best: int = 1,
+    prefixes: Prefixes | None = None,
+    device: torch.device | str = "cpu",
+    should_stop: StopHook | None = None,
+) -> list[list[Hypothesis]]:
+    """`beam_search` in which sentence i's output must contain every phrase of constraints[i]
+    (lists of token ids). The length cap of a sentence is raised to hold its phrases. `prefixes`
+    serve the batch's sentences without constraints (a sentence has one or the other)."""
+    if style not in STYLES:
+        raise ValueError(f"length_penalty_style={style!r} is not one of {STYLES}")
+    if not 1 <= n_best <= beam_size:
+        raise ValueError(f"n_best={n_best} must be between 1 and beam_size={beam_size}")
+    n, k = max_lens.numel(), beam_size
+    results: list[list[Hypothesis]] = [[] for _ in range(n)]
+    if n == 0:
+        return results
+    needed = torch.tensor([sum(len(p) for p in phrases) for phrases in constraints], dtype=torch.long)
+    max_lens = torch.maximum(max_lens, needed)
+    if prefixes is not None:
+        max_lens = prefixes.room(max_lens)
+    banned_t = torch.tensor(sorted(banned), dtype=torch.long, device=device)
+    beams = _ConstrainedBeams.start(max_lens, k, device)
+    beams.fin_met = torch.zeros(n, k, dtype=torch.bool, device=device)
+    beams.phrases = [[list(p) for p in phrases] for phrases in constraints]
+    beams.progress = [[Progress((False,) * len(phrases))] * k for phrases in constraints]
+    tokens = torch.full((n * k,), start_id, dtype=torch.long, device=device)
+    for step in range(1, int(max_lens.max()) + 2):
+        _check_stop(should_stop, step)
+        logp = stepper.step(tokens)  # (n * k, vocab)
+        logp = _mask_step(logp.view(-1, k, logp.size(-1)), step, beams.max_lens, eos_id, banned_t)
+        if prefixes is not None:
+            logp = prefixes.force(logp, step, beams.ids)
+        beam, last = beams.advance(logp, step, eos_id, length_penalty(float(step), alpha, style))  # (n, k)
+        done = beams.done(step, n_best, alpha, style)
+        rows = beam + torch.arange(0, beam.numel(), k, device=beam.device)[:, None]  # flat row index
+        if not bool(done.any()):
+            stepper.reorder(rows.view(-1))
+            tokens = last.view(-1)
+            continue
+        for i in done.nonzero()[:, 0].tolist():
+            results[int(beams.ids[i])] = beams.results(i, n_best)
+        keep = (~done).nonzero()[:, 0]
+        if keep.numel() == 0:
+            break
+        beams.keep(keep)
+        keep = keep.to(rows.device)
+        stepper.select(rows[keep].view(-1))
+        tokens = last[keep].view(-1)
+    return results

@@ -1,0 +1,135 @@
+"""Sampling: outputs drawn from the model's distribution, for back-translation and diversity.
+
+At each step the next token of every row is drawn from the model's log-probabilities divided by the
+temperature and cut by top-k and then top-p (nucleus) filtering, renormalised (the order of
+fairseq's `--sampling`, CTranslate2's `sampling_topk` / `sampling_topp` and HF `generate`).
+
+The draw is the Gumbel-max trick: argmax(log q + G) with G = -log(-log U) is a sample of q. U
+comes from a counter-based hash of (seed, the row's key, step, token), not from a stateful
+generator, so a text's samples depend only on the seed, its key (its index in the caller's input)
+and which sample it is: never on how texts were batched, sorted or merged with other requests.
+
+Each output is reported with its log P under the model itself (no temperature, no filtering),
+summed over its tokens and EOS, and the score log P / lp of beam search; a text's samples come
+back best first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from aiayn.config import SamplingConfig
+from aiayn.decode.search import (
+    Hypothesis,
+    Prefixes,
+    Stepper,
+    StopHook,
+    _check_stop,
+    _mask_step,
+    length_penalty,
+)
+
+_MASK = (1 << 62) - 1  # hash values stay non-negative, so shifts are logical
+
+
+def _mix(x: Tensor) -> Tensor:
+    """A 62-bit integer mixer (the rounds of splitmix64, masked): int64 tensor -> int64 tensor."""
+    x = ((x ^ (x >> 31)) * 0x7FB5D329728EA185) & _MASK
+    x = ((x ^ (x >> 27)) * 0x1B873593F42A2D5B) & _MASK
+    return x ^ (x >> 33)
+
+
+def row_keys(seed: int, texts: Tensor, samples: int) -> Tensor:
+    """The key of sample j of text t: texts (n,) int64 -> (n * samples,), text-major."""
+    j = torch.arange(samples, dtype=torch.long)
+    return _mix(_mix(torch.tensor(seed & _MASK) + texts[:, None] * 0x9E3779B97F4A7C1) + j).view(-1)
+
+
+def gumbel_noise(keys: Tensor, step: int, vocab: int) -> Tensor:
+    """Independent Gumbel(0, 1) noise (rows, vocab) in float64 for rows with these keys (rows,)."""
+    step_key = (step * 0x632BE59BD9B4E019) & _MASK
+    x = _mix(_mix(keys[:, None] + step_key) + torch.arange(vocab, dtype=torch.long))  # (rows, vocab)
+    u = ((x >> 9).double() + 0.5) / 2.0**53  # (rows, vocab) uniform in (0, 1)
+    return -torch.log(-torch.log(u))
+
+
+def filter_log_probs(logp: Tensor, sampling: SamplingConfig) -> Tensor:
+    """log q: logp (rows, vocab) / temperature, cut to top-k then top-p, renormalised.
+
+    Top-k keeps ties with the k-th value; top-p keeps each token whose more probable tokens hold
+    less than p of the mass (the smallest set holding at least p)."""
+    x = logp / sampling.temperature
+    if 0 < sampling.top_k < x.size(-1):
+        kth = x.topk(sampling.top_k, dim=-1).values[:, -1:]  # (rows, 1)
+        x = x.masked_fill(x < kth, -math.inf)
+    if sampling.top_p < 1.0:
+        ordered, order = x.sort(dim=-1, descending=True)
+        probs = ordered.softmax(dim=-1)
+        before = probs.cumsum(dim=-1) - probs  # mass of the more probable tokens
+        x = x.scatter(-1, order, ordered.masked_fill(before >= sampling.top_p, -math.inf))
+    return x.log_softmax(dim=-1)
+
+
+def sample_search(
+    stepper: Stepper,
+    max_lens: Tensor,
+    keys: Tensor,
+    *,
+    samples: int,
+    sampling: SamplingConfig,
+    start_id: int,
+    eos_id: int,
+    banned: Sequence[int] = (),
+    alpha: float = 0.6,
+    style: str = "gnmt",
+    prefixes: Prefixes | None = None,
+    device: torch.device | str = "cpu",
+    should_stop: StopHook | None = None,
+) -> list[list[Hypothesis]]:
+    """`samples` outputs for each of n texts; the stepper holds n * samples rows (text-major).
+
+    max_lens (n,) on the CPU; keys (n * samples,) from `row_keys`. Returns per text its samples,
+    best score first.
+    """
+    if prefixes is not None:
+        max_lens = prefixes.room(max_lens)
+    n = max_lens.numel()
+    rows_max = max_lens.repeat_interleave(samples)  # (rows,)
+    total = int(max_lens.max()) + 1 if n else 0
+    banned_t = torch.tensor(sorted(banned), dtype=torch.long, device=device)
+    row_ids = torch.arange(n * samples)  # original row of each live row
+    seqs = torch.zeros(n * samples, total, dtype=torch.long, device=device)
+    log_probs = torch.zeros(n * samples, device=device)
+    tokens = torch.full((n * samples,), start_id, dtype=torch.long, device=device)
+    results: list[list[Hypothesis]] = [[] for _ in range(n)]
+    for step in range(1, total + 1):
+        _check_stop(should_stop, step)
+        logp = _mask_step(stepper.step(tokens)[:, None], step, rows_max, eos_id, banned_t)
+        if prefixes is not None:
+            logp = prefixes.force(logp, step, row_ids // samples)
+        logp = logp[:, 0]  # (rows, vocab)
+        q = filter_log_probs(logp, sampling).double()
+        tokens = (q + gumbel_noise(keys, step, logp.size(-1)).to(q.device)).argmax(dim=-1)  # (rows,)
+        seqs[:, step - 1] = tokens
+        log_probs += logp.gather(1, tokens[:, None])[:, 0]
+        ended = tokens.eq(eos_id).cpu()
+        if not bool(ended.any()):
+            continue
+        lp = length_penalty(float(step), alpha, style)
+        for r in ended.nonzero()[:, 0].tolist():
+            logp_r = log_probs[r].item()
+            results[int(row_ids[r]) // samples].append(
+                Hypothesis(seqs[r, : step - 1].tolist(), logp_r / lp, logp_r)
+            )
+        keep = (~ended).nonzero()[:, 0]
+        if keep.numel() == 0:
+            break
+        row_ids, rows_max, keys = row_ids[keep], rows_max[keep], keys[keep]
+        keep = keep.to(device)
+        seqs, log_probs, tokens = seqs[keep], log_probs[keep], tokens[keep]
+        stepper.select(keep)
+    return [sorted(hyps, key=lambda h: -h.score) for hyps in results]

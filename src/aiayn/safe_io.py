@@ -1,0 +1,204 @@
+"""Files that outlive a command: written whole or not at all, read within their directory and bounds.
+
+Writes. Every file that a later command reads (config.yaml, run.json, model directories, scores,
+data directories) is written to a temporary name beside its target, fsynced, renamed over the
+target, and the directory fsynced (`atomic_path`, `atomic_write_text`, `atomic_copy`): a kill -9, a
+power cut or a full disk leaves the old file or the new one, never an empty or half-written one.
+A whole directory (`aiayn prepare`, `aiayn import-marian`) is built in a hidden temporary directory
+next to it and renamed into place (`building_directory`); the run holds a lock on its temporary
+directory, so the next run removes what a killed one left without touching a live one's.
+
+Reads of files someone else made. A file name taken from a config file must be a plain name that
+resolves inside its directory (`resolve_inside`), so that a model directory's config.json cannot make
+aiayn read or copy ~/.ssh/id_ed25519; and a text line may not exceed MAX_LINE_BYTES (`capped_lines`),
+so that a binary or a CR-only file, which has no "\\n", is refused instead of read whole into memory.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from aiayn.errors import AiaynError
+
+MAX_LINE_BYTES = 1 << 20  # 1 MiB: far beyond any sentence, far below a whole file read by mistake
+
+
+def fsync_file(path: str | Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def fsync_dir(path: str | Path) -> None:
+    """Make a rename or a new entry in directory `path` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside `path` for the caller to write; fsynced and renamed onto `path` at the end.
+
+    If the block raises, the temporary file is removed and `path` is untouched.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        yield tmp
+        fsync_file(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write UTF-8 text (newlines as given) atomically."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_copy(source: str | Path, path: str | Path) -> Path:
+    with atomic_path(path) as tmp:
+        shutil.copyfile(source, tmp)
+    return Path(path)
+
+
+def fsync_tree(root: str | Path) -> None:
+    """fsync every file and directory under `root` (before the tree is renamed into place)."""
+    for directory, _, files in os.walk(root):
+        for name in files:
+            fsync_file(Path(directory) / name)
+        fsync_dir(directory)
+
+
+def _lock(path: Path, blocking: bool = True) -> int | None:
+    """An exclusive flock on the directory `path`: its fd (close it to unlock), or None if it is held.
+
+    The kernel drops the lock when the process dies, however it dies. (fcntl is POSIX: imported here
+    so that the rest of aiayn imports without it.)
+    """
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+@contextmanager
+def _holding(path: Path) -> Iterator[None]:
+    fd = _lock(path)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def _clean_leftovers(out: Path) -> None:
+    """What killed runs left beside `out` (the caller holds the lock on out's parent).
+
+    A run killed between its two renames left `out` moved aside: it is put back. Temporary
+    directories whose run is dead (their lock is free) are removed; a live run's are left alone.
+    """
+    hidden = glob.escape(f".{out.name}")
+    olds = sorted(out.parent.glob(hidden + ".old-*"))
+    if olds and not out.exists():
+        olds.pop().rename(out)
+    for old in olds:
+        shutil.rmtree(old, ignore_errors=True)
+    for work in out.parent.glob(hidden + ".tmp-*"):
+        try:
+            fd = _lock(work, blocking=False)
+        except FileNotFoundError:  # gone meanwhile
+            continue
+        if fd is not None:
+            shutil.rmtree(work, ignore_errors=True)
+            os.close(fd)
+
+
+def _swap(work: Path, out: Path) -> None:
+    """Rename `work` to `out`, the old `out` (if any) moved aside first and removed after."""
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{secrets.token_hex(4)}")
+        out.rename(old)
+    work.rename(out)
+    fsync_dir(out.parent)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+@contextmanager
+def building_directory(out: str | Path) -> Iterator[Path]:
+    """An empty hidden directory beside `out` to build in; it replaces `out` when the block succeeds.
+
+    If the block raises, the work is removed and `out` is untouched. Every file is fsynced before the
+    rename, so that after a crash `out` holds all of the new files or the old directory.
+    """
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _holding(out.parent):
+        _clean_leftovers(out)
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        alive = _lock(work)  # "this run is alive", for other runs' _clean_leftovers
+    try:
+        work.chmod(0o755)  # mkdtemp makes it private; the result is an ordinary directory
+        yield work
+        fsync_tree(work)
+        with _holding(out.parent):
+            _swap(work, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        os.close(alive)
+
+
+def plain_name(name: object, what: str) -> str:
+    """`name` if it is a plain file name (no directory part, not "." or ".."); else a one-line error."""
+    if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+        raise AiaynError(f"{what}: {name!r} is not a plain file name (only files in the directory are read)")
+    return name
+
+
+def resolve_inside(directory: str | Path, name: object, what: str) -> Path:
+    """DIRECTORY/NAME, for a plain file name that resolves (links followed) inside DIRECTORY.
+
+    `what` says where the name came from, e.g. "model/config.json: tokenizer.vocab". Anything else
+    (an absolute path, "../x", a link that leads out) is a one-line AiaynError.
+    """
+    path = Path(directory) / plain_name(name, what)
+    if not path.resolve().is_relative_to(Path(directory).resolve()):
+        raise AiaynError(f"{what}: {name!r} is a link that leads outside {directory}; it is not read")
+    return path
+
+
+def capped_lines(f: BinaryIO, name: str, limit: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of a binary file (each with its "\\n"), refusing one of more than `limit` bytes.
+
+    Reading stops at the over-long line with "NAME:LINE: ..." instead of reading the file whole.
+    """
+    number = 0
+    while line := f.readline(limit + 1):
+        number += 1
+        if len(line) > limit and not line.endswith(b"\n"):
+            kind = "are its lines ended by CR only?" if b"\r" in line else "is it a text file?"
+            raise AiaynError(f"{name}:{number}: a line of more than {limit:,} bytes; {kind}")
+        yield line

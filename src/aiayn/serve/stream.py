@@ -1,0 +1,97 @@
+"""POST /v1/translate/stream: a document translated sentence by sentence, as server-sent events.
+
+The document is split as `aiayn translate --document` splits it (aiayn.decode.document: paragraphs
+at blank lines, Moses' sentence rules), every sentence goes to the micro-batcher as a request of
+its own (so they share model calls with each other and with other clients), and each is sent as
+soon as it and the sentences before it are done, in document order:
+
+    event: sentence
+    data: {"index": 0, "paragraph": 0, "source": "...", "text": "...", "score": ..., "log_prob": ...}
+
+then `event: done` with the whole translated document (`{"text": ..., "sentences": n}`), or
+`event: error` with `{"detail": ..., "index": i}` if a sentence fails (nothing follows it). The
+limits of /v1/translate hold before the first event (413 as JSON): at most --max-batch sentences
+of at most --max-chars characters, and the work budget over all of them. A client that
+disconnects stops the work of the sentences not yet done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
+
+from aiayn.decode.document import Document, join_document, split_document
+from aiayn.errors import AiaynError
+from aiayn.serve.limits import ClientError, ServeSettings, text_costs
+from aiayn.serve.schemas import StreamRequest
+
+Submit = Callable[[list[Any], Any, list[int]], Coroutine]  # (items, options, costs) -> results
+
+
+def event(name: str, data: dict[str, Any]) -> bytes:
+    """One server-sent event (its data is one line of JSON)."""
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def split_checked(body: StreamRequest, language: str, settings: ServeSettings) -> Document:
+    """The document's sentences, within the request limits (else ClientError 413)."""
+    doc = split_document(body.text, language)
+    if len(doc.sentences) > settings.max_batch:
+        raise ClientError(
+            413, f"the document has {len(doc.sentences)} sentences; the limit is {settings.max_batch}"
+        )
+    for i, sentence in enumerate(doc.sentences):
+        if len(sentence) > settings.max_chars:
+            raise ClientError(
+                413, f"sentence {i} has {len(sentence)} characters; the limit is {settings.max_chars}"
+            )
+    return doc
+
+
+def paragraph_of(doc: Document) -> list[int]:
+    """The paragraph index of each sentence."""
+    return [p for p, count in enumerate(doc.shape) for _ in range(count)]
+
+
+async def sentence_events(
+    doc: Document, items: list[Any], options: Any, costs: list[int], submit: Submit
+) -> AsyncIterator[bytes]:
+    """The events of one document: submit every sentence now, send each in order when done."""
+    tasks = [
+        asyncio.ensure_future(submit([item], options, [cost]))
+        for item, cost in zip(items, costs, strict=True)
+    ]
+    paragraphs, texts = paragraph_of(doc), []
+    try:
+        for i, task in enumerate(tasks):
+            try:
+                (result,) = await task
+            except ClientError as err:
+                yield event("error", {"detail": err.detail, "index": i})
+                return
+            except AiaynError as err:
+                yield event("error", {"detail": str(err), "index": i})
+                return
+            texts.append(result.text)
+            yield event(
+                "sentence",
+                {
+                    "index": i,
+                    "paragraph": paragraphs[i],
+                    "source": doc.sentences[i],
+                    "text": result.text,
+                    "score": result.score,
+                    "log_prob": result.log_prob,
+                },
+            )
+        yield event("done", {"text": join_document(doc, texts), "sentences": len(texts)})
+    finally:  # finished, failed or the client has gone: no work is left for anyone
+        for task in tasks:
+            task.cancel()
+
+
+def sentence_costs(translator: Any, doc: Document, body: StreamRequest, settings: ServeSettings) -> list[int]:
+    """Each sentence's work (aiayn.serve.limits.text_costs), the budget checked over all of them."""
+    return text_costs(translator.encode(doc.sentences), translator.config, body.beam_size, False, settings)

@@ -1,0 +1,75 @@
+"""`aiayn translate`'s decoding-control flags on the toy model."""
+
+from __future__ import annotations
+
+import re
+
+from aiayn.cli import main
+from aiayn.decode.translator import Translator
+from toy_translation import toy_pairs
+
+
+def translate(args: list[str], tmp_path, lines: list[str]) -> list[str]:
+    (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    out = tmp_path / "out.txt"
+    assert main(["translate", *args, "-i", str(tmp_path / "in.txt"), "-o", str(out)]) == 0
+    return out.read_text(encoding="utf-8").splitlines()
+
+
+def test_prefix_and_constraints_files(toy_model_dir, tmp_path):
+    (tmp_path / "prefix.txt").write_text("a green\n\n", encoding="utf-8")
+    (tmp_path / "terms.txt").write_text("\nmoon\tbig\n", encoding="utf-8")
+    lines = ["el perro come", "la casa"]
+    free = translate([str(toy_model_dir)], tmp_path, lines)  # an empty line asks for nothing
+    out = translate([str(toy_model_dir), "--prefix-file", str(tmp_path / "prefix.txt")], tmp_path, lines)
+    assert out[0].startswith("a green") and out[1] == free[1]
+    out = translate([str(toy_model_dir), "--constraints-file", str(tmp_path / "terms.txt")], tmp_path, lines)
+    assert out[0] == free[0] and "moon" in out[1] and "big" in out[1]
+
+
+def test_a_short_prefix_file_is_a_one_line_error(toy_model_dir, tmp_path, capsys):
+    (tmp_path / "prefix.txt").write_text("a\n", encoding="utf-8")
+    (tmp_path / "in.txt").write_text("sol\nluna\n", encoding="utf-8")
+    code = main(
+        [
+            "translate",
+            str(toy_model_dir),
+            "-i",
+            str(tmp_path / "in.txt"),
+            "--prefix-file",
+            str(tmp_path / "prefix.txt"),
+        ]
+    )
+    assert code != 0
+    assert "the prefix file has 1 lines" in capsys.readouterr().err
+
+
+def test_align_writes_pharaoh_pairs(toy_model_dir, tmp_path):
+    out = translate([str(toy_model_dir), "--align"], tmp_path, ["el perro come agua", "", "sol"])
+    text, pairs = out[0].split(" ||| ")
+    assert text == "the dog eats water" and re.fullmatch(r"(\d+-\d+ ?)+", pairs)
+    assert out[1].strip() == "|||"  # an empty line: no words, no pairs
+    assert out[2].startswith("sun ||| 0-0")
+
+
+def test_sampling_flags_are_seeded(toy_model_dir, tmp_path):
+    lines = [s for s, _ in toy_pairs(6, seed=8)]
+    args = [str(toy_model_dir), "--sample", "--temperature", "2", "--top-p", "0.9", "--seed", "3"]
+    assert translate(args, tmp_path, lines) == translate(args, tmp_path, lines)
+    assert main(["translate", str(toy_model_dir), "--sample", "--top-p", "1.5"]) == 2
+
+
+def test_an_ensemble_on_the_command_line(toy_model_dir, tmp_path):
+    lines = [s for s, _ in toy_pairs(6, seed=4)]
+    assert translate([str(toy_model_dir)] * 2, tmp_path, lines) == Translator.load(
+        toy_model_dir, "cpu"
+    ).translate(lines)
+
+
+def test_document_mode_keeps_blank_lines(toy_model_dir, tmp_path):
+    out = translate(
+        [str(toy_model_dir), "--document"], tmp_path, ["el perro come. la luna.", "", "", "el sol."]
+    )
+    assert (
+        len(out) == 4 and out[1] == out[2] == "" and "dog" in out[0] and "moon" in out[0] and "sun" in out[3]
+    )

@@ -1,0 +1,89 @@
+"""safe_io: atomic writes, directories replaced whole, names kept inside their directory, capped lines."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+
+import pytest
+
+from aiayn.errors import AiaynError
+from aiayn.safe_io import atomic_write_text, building_directory, capped_lines, resolve_inside
+
+
+def hidden(directory):
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith("."))
+
+
+def test_a_write_that_fails_midway_leaves_the_old_file_whole(tmp_path, run_python):
+    path = tmp_path / "notes.txt"
+    path.write_text("old " * 100)
+    out = run_python(
+        f"from aiayn.safe_io import atomic_write_text\nlimit_files(64)\n"
+        f"try:\n    atomic_write_text({str(path)!r}, 'new ' * 100)\n"
+        f"except OSError as err:\n    print('failed', err.errno)\n"
+    )
+    assert out.startswith("failed")  # the "disk" filled up
+    assert path.read_text() == "old " * 100 and hidden(tmp_path) == []
+    atomic_write_text(path, "new")
+    assert path.read_text() == "new" and hidden(tmp_path) == []
+
+
+def test_resolve_inside_takes_plain_names_only(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "secret").write_text("key")
+    (tmp_path / "model" / "vocab.json").write_text("{}")
+    (tmp_path / "model" / "inner").symlink_to("vocab.json")
+    (tmp_path / "model" / "outer").symlink_to(tmp_path / "secret")
+    model = tmp_path / "model"
+    assert resolve_inside(model, "vocab.json", "config.json: vocab") == model / "vocab.json"
+    assert resolve_inside(model, "inner", "config.json: vocab") == model / "inner"
+    for name in [str(tmp_path / "secret"), "../secret", "sub/vocab.json", "..", ".", "", None, 3]:
+        with pytest.raises(AiaynError, match=r"^config.json: vocab: .* is not a plain file name"):
+            resolve_inside(model, name, "config.json: vocab")
+    with pytest.raises(AiaynError, match=r"^config.json: vocab: 'outer' is a link that leads outside"):
+        resolve_inside(model, "outer", "config.json: vocab")
+
+
+def test_capped_lines_stop_at_an_over_long_line():
+    lines = capped_lines(io.BytesIO(b"ab\ncde\n\nf"), "in.txt", limit=3)
+    assert list(lines) == [b"ab\n", b"cde\n", b"\n", b"f"]
+    with pytest.raises(AiaynError, match=r"^in.txt:2: a line of more than 3 bytes; is it a text file\?"):
+        list(capped_lines(io.BytesIO(b"ab\nabcd\n"), "in.txt", limit=3))
+    with pytest.raises(AiaynError, match=r"^in.txt:1: .*ended by CR only\?"):
+        list(capped_lines(io.BytesIO(b"a\rb\rc\r"), "in.txt", limit=3))
+
+
+def test_building_directory_replaces_whole_or_not_at_all(tmp_path):
+    out = tmp_path / "out"
+    with building_directory(out) as work:
+        (work / "a").write_text("1")
+    assert [p.name for p in out.iterdir()] == ["a"] and hidden(tmp_path) == []
+    with pytest.raises(KeyboardInterrupt), building_directory(out) as work:
+        (work / "b").write_text("2")
+        raise KeyboardInterrupt
+    assert [p.name for p in out.iterdir()] == ["a"] and hidden(tmp_path) == []
+    with building_directory(out) as work:
+        (work / "b").write_text("2")
+    assert [p.name for p in out.iterdir()] == ["b"] and oct(out.stat().st_mode)[-3:] == "755"
+
+
+def test_leftovers_of_dead_runs_go_and_a_live_runs_stay(tmp_path):
+    out = tmp_path / "out"
+    with building_directory(out) as work:
+        (work / "a").write_text("old")
+    out.rename(tmp_path / ".out.old-killed")  # a run killed between its two renames
+    (tmp_path / ".out.tmp-dead").mkdir()
+    live = tmp_path / ".out.tmp-live"
+    live.mkdir()
+    fd = os.open(live, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held by another (here: this) process, which is alive
+    try:
+        with building_directory(out) as work:
+            assert (out / "a").read_text() == "old"  # put back before anything else happens
+            (work / "a").write_text("new")
+        assert (out / "a").read_text() == "new"
+        assert hidden(tmp_path) == [".out.tmp-live"]
+    finally:
+        os.close(fd)

@@ -1,0 +1,99 @@
+"""`aiayn variations` end to end at toy size, and the rules that make a re-run resume or skip."""
+
+import csv
+import json
+
+import pytest
+
+from aiayn.cli import main
+from aiayn.errors import AiaynError
+from aiayn.variations.rows import select_rows
+from aiayn.variations.run import Budget, finished, reference_config, train_row
+from aiayn.variations.table import COLUMNS
+from toy_translation import toy_pairs
+
+TOY = [
+    "d_model=32", "d_ff=64", "n_heads=2", "n_layers=1", "max_tokens=500", "update_tokens=500",
+    "warmup_steps=4", "eval_every=1000", "save_every=2", "log_every=1", "cpu_matmul=onednn", "max_len_b=8",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def toy_data(tmp_path_factory):
+    from aiayn.data.prepare import prepare
+
+    root = tmp_path_factory.mktemp("variations")
+    for name, pairs in (("corpus", toy_pairs(300, seed=1)), ("dev", toy_pairs(12, seed=2))):
+        (root / f"{name}.es").write_text("".join(s + "\n" for s, _ in pairs))
+        (root / f"{name}.en").write_text("".join(t + "\n" for _, t in pairs))
+    files = dict(src=root / "corpus.es", tgt=root / "corpus.en")
+    dev = dict(valid_src=root / "dev.es", valid_tgt=root / "dev.en")
+    return prepare(root / "data", **files, **dev, vocab_size=60, progress=False)
+
+
+def _variations(data, out, steps):
+    args = ["variations", str(data), "--out", str(out), "--rows", "E", "--steps", str(steps), "--no-progress"]
+    return main(args + [a for item in TOY for a in ("--set", item)])
+
+
+def _csv(out):
+    with open(out / "table.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_two_rows_train_measure_resume_and_skip(toy_data, tmp_path, capsys):
+    out = tmp_path / "table3"
+    assert _variations(toy_data, out, 3) == 0
+    rows = _csv(out)
+    assert tuple(rows[0]) == COLUMNS and [r["row"] for r in rows] == ["base", "E-learned"]
+    base, learned = rows
+    assert base["train_steps"] == learned["train_steps"] == "3"
+    assert [base[k] for k in ("N", "d_model", "h", "d_k", "P_drop")] == ["1", "32", "2", "16", "0.1"]
+    # (E): learned positions add a (1024, 32) table to each side; nothing else differs
+    extra = float(learned["params_M"]) - float(base["params_M"])
+    assert extra == pytest.approx(2 * 1024 * 32 / 1e6, abs=2e-4)
+    paper = [learned[k] for k in ("paper_ppl_dev", "paper_bleu_dev", "paper_params_M")]
+    assert paper == ["4.92", "25.7", "65"]
+    for row in rows:
+        assert 1 < float(row["ppl_dev"]) < 200 and 0 <= float(row["bleu_dev"]) <= 100
+    result = json.loads((out / "E-learned" / "result.json").read_text())
+    assert result["dev_sentences"] == 12 and result["budget"] == {"steps": 3}
+    assert len((out / "E-learned" / "eval" / "valid.hyp").read_text().splitlines()) == 12
+    assert (out / "E-learned" / "model" / "config.json").is_file()
+    markdown = (out / "table.md").read_text()
+    assert "| `E-learned` | learned positions |" in markdown and "PPL (dev)" in markdown
+    assert (out / "bleu_vs_params.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    capsys.readouterr()
+    assert _variations(toy_data, out, 5) == 0  # a larger budget: both rows resume from step 3
+    printed = capsys.readouterr()
+    assert printed.out.count("resuming from") == printed.out.count("(step 3)") == 2
+    assert [r["train_steps"] for r in _csv(out)] == ["5", "5"]
+    metrics = (out / "base" / "metrics.jsonl").read_text()
+
+    assert _variations(toy_data, out, 5) == 0  # the same budget again: nothing to do
+    assert capsys.readouterr().out.count("finished before") == 2
+    assert (out / "base" / "metrics.jsonl").read_text() == metrics
+    with pytest.raises(AiaynError, match="holds 5 steps, more than --steps 4"):
+        train_row(out / "base", toy_data, reference_config("tiny", TOY), Budget(steps=4), None, False)
+
+
+def test_a_finished_row_with_other_settings_is_an_error_not_a_silent_reuse(tmp_path):
+    config = reference_config("tiny")
+    (tmp_path / "result.json").write_text(json.dumps({"budget": {"steps": 5}, "config": config.to_dict()}))
+    assert finished(tmp_path, config, Budget(steps=5)) is not None
+    assert finished(tmp_path, config, Budget(steps=9)) is None  # another budget: train on
+    other = reference_config("tiny", ["dropout=0.3"])
+    with pytest.raises(AiaynError, match="trained with other settings"):
+        finished(tmp_path, other, Budget(steps=5))
+
+
+def test_budget_and_bad_input_errors(tmp_path, capsys):
+    with pytest.raises(AiaynError, match="--steps N or --minutes M"):
+        Budget()
+    with pytest.raises(AiaynError, match="must be positive"):
+        Budget(minutes=-1)
+    assert str(Budget(steps=1200)) == "1,200 steps" and str(Budget(minutes=2.5)) == "2.5 minutes"
+    assert main(["variations", str(tmp_path), "--out", str(tmp_path / "o"), "--steps", "2"]) == 2
+    assert "no spm.model; Table 3 is measured on a prepared dev split" in capsys.readouterr().err
+    assert select_rows("E")[0].name == "base"
