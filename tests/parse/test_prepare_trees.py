@@ -105,3 +105,27 @@ def test_cli_prepares_tree_files_and_rejects_text_options(tmp_path, capsys):
     bad.write_text("(S (NN a))\n(S (NN b)\n")
     assert main(["prepare", "--trees-train", str(bad), "--out", str(tmp_path / "f")]) == 2
     assert "bad.txt:2: the bracket opened here is never closed" in capsys.readouterr().err
+
+
+def test_long_trees_leave_train_and_the_dev_shards_but_are_scored(tmp_path):
+    sizes = {"train": 80, "valid": 30, "test": 30}
+    out = prepare_trees(tmp_path / "d", synthetic=sizes, max_len=25, vocab_size=200, progress=False)
+    meta = json.loads((out / "meta.json").read_text())
+    trees = synthetic_treebank(1, sizes)
+    tokenizer = Tokenizer.load(out / "spm.model")
+
+    def length(tree):  # the longer side: the words' pieces or the linearised tree
+        return max(len(tokenizer.encode([" ".join(tree.words())])[0]), len(linearise(tree)))
+
+    too_long = {split: [i for i, t in enumerate(trees[split]) if length(t) > 25] for split in sizes}
+    assert all(too_long.values())
+    assert meta["dropped"]["train"]["too_long"] == len(too_long["train"])
+    assert meta["pairs"]["train"] == 80 - len(too_long["train"])
+    for split in ("valid", "test"):
+        raw = read_tree_lines(out / "raw" / f"{split}.tree")
+        assert [str(t) for t in raw] == [str(t) for t in trees[split]] and meta["pairs"][split] == 30
+        assert len(TokenDataset(out, split)) == 30 - len(too_long[split])
+        assert meta["long_held_out"][split] == {
+            "pairs": len(too_long[split]),
+            "first": f"raw/{split}.tree:{too_long[split][0] + 1}",
+        }

@@ -5,8 +5,9 @@ so `aiayn train` needs nothing new: each pair is (the sentence's words, its line
 SentencePiece model is trained on the train sentences with every tree token ("(L", ")L", "XX") as a
 user-defined piece; targets are encoded token by token (a label unseen in train becomes <unk>, and
 is counted). Besides raw/{split}.src (words) and raw/{split}.tgt (linearised trees), raw/{split}.tree
-holds the normalised gold trees, one per line, that `aiayn evaluate` scores against. meta.json says
-"task": "parse" and lists the labels under "parse".
+holds the normalised gold trees, one per line, that `aiayn evaluate` scores against. Train trees over
+`max_len` tokens are dropped; valid and test ones are scored but left out of the dev-loss shards
+(meta.json: long_held_out). meta.json says "task": "parse" and lists the labels under "parse".
 """
 
 from __future__ import annotations
@@ -103,12 +104,18 @@ def _build(work: Path, splits, counts, vocab_size: int, max_len: int, seed: int,
     tokenizer = Tokenizer.train(sentences, work / "spm.model", vocab_size, seed=seed, user_symbols=symbols)
     ids = {piece: i for i, piece in enumerate(tokenizer.pieces(list(range(tokenizer.vocab_size))))}
     (work / "raw").mkdir()
-    tokens, unk = {}, {}
+    tokens, unk, long = {}, {}, {}
     for split in SPLITS:
-        limit = max_len if split == "train" else None
-        tokens[split], unk[split] = _write_split(
-            work, split, splits[split], tokenizer, ids, limit, counts[split]
+        tokens[split], unk[split], long[split] = _write_split(
+            work, split, splits[split], tokenizer, ids, max_len, counts[split]
         )
+        if long[split]["pairs"] and progress:
+            print(
+                f"note: {long[split]['pairs']} {split} tree(s) have more than max_len={max_len} tokens "
+                f"(first: {long[split]['first']}); parseval scores them, the dev loss leaves them out "
+                "(meta.json: long_held_out)",
+                flush=True,
+            )
     kept = {split: counts[split].pop("kept") for split in SPLITS}
     if kept["train"] == 0:
         raise AiaynError(f"no train trees left after the max_len={max_len} filter")
@@ -122,6 +129,7 @@ def _build(work: Path, splits, counts, vocab_size: int, max_len: int, seed: int,
         "unk": unk,
         "filters": {"max_len": max_len, "length_filters_apply_to": ["train"]},
         "lines_read": {split: counts[split]["read"] for split in SPLITS},
+        "long_held_out": {split: long[split] for split in ("valid", "test")},
         "dropped": {split: {k: counts[split][k] for k in DROP_REASONS} for split in SPLITS},
         "drop_reasons": DROP_REASONS,
         "parse": {"labels": labels, "terminal": TERMINAL, "linearisation": LINEARISATION},
@@ -130,29 +138,37 @@ def _build(work: Path, splits, counts, vocab_size: int, max_len: int, seed: int,
 
 def _write_split(
     work: Path, split: str, trees: list[Tree], tokenizer: Tokenizer, ids: dict[str, int], max_len, counts
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Shards and raw/{split}.src|tgt|tree of one split; returns its token and <unk> counts per side."""
+) -> tuple[dict[str, int], dict[str, int], dict[str, Any]]:
+    """Shards and raw/{split}.src|tgt|tree of one split.
+
+    A tree whose words or linearisation have more than max_len tokens is dropped from train; in valid
+    and test it stays in the raw files (parseval scores the whole split) but not in the shards that
+    dev-loss batches are made of (as aiayn.data.prepare does with text). Returns the shards' token and
+    <unk> counts per side and {"pairs", "first"} of the valid/test trees left out of the shards.
+    """
     targets = [linearise(tree) for tree in trees]
     src_ids = tokenizer.encode([" ".join(tree.words()) for tree in trees])
     tgt_ids = [[ids.get(token, UNK_ID) for token in target] for target in targets]
-    keep = [
-        i for i in range(len(trees)) if max_len is None or max(len(src_ids[i]), len(tgt_ids[i])) <= max_len
-    ]
-    counts["too_long"] = len(trees) - len(keep)
+    fits = [max(len(s), len(t)) <= max_len for s, t in zip(src_ids, tgt_ids, strict=True)]
+    kept = [i for i in range(len(trees)) if fits[i] or split != "train"]
+    short = [i for i in kept if fits[i]]
+    counts["too_long"], counts["kept"] = len(trees) - len(kept), len(kept)
     writer = ShardWriter(work, split, tokenizer.vocab_size)
-    writer.add([src_ids[i] for i in keep], [tgt_ids[i] for i in keep])
-    counts["kept"] = writer.close()
+    writer.add([src_ids[i] for i in short], [tgt_ids[i] for i in short])
+    writer.close()
     for suffix, lines in (
-        ("src", (" ".join(trees[i].words()) for i in keep)),
-        ("tgt", (" ".join(targets[i]) for i in keep)),
-        ("tree", (str(trees[i]) for i in keep)),
+        ("src", (" ".join(trees[i].words()) for i in kept)),
+        ("tgt", (" ".join(targets[i]) for i in kept)),
+        ("tree", (str(trees[i]) for i in kept)),
     ):
         with open_text(work / "raw" / f"{split}.{suffix}", "w") as f:
             f.writelines(line + "\n" for line in lines)
-    sides = {"src": [src_ids[i] for i in keep], "tgt": [tgt_ids[i] for i in keep]}
+    sides = {"src": [src_ids[i] for i in short], "tgt": [tgt_ids[i] for i in short]}
     tokens = {side: sum(len(s) + 1 for s in seqs) for side, seqs in sides.items()}  # + EOS each
     unk = {side: sum(s.count(UNK_ID) for s in seqs) for side, seqs in sides.items()}
-    return tokens, unk
+    long = [n for n, i in enumerate(kept, start=1) if not fits[i]]
+    first = f"raw/{split}.tree:{long[0]}" if long else None
+    return tokens, unk, {"pairs": len(long), "first": first}
 
 
 def is_parse_data(data_dir: str | Path) -> bool:
