@@ -25,7 +25,7 @@ import re
 import shutil
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from itertools import chain, islice
 from pathlib import Path
 from typing import Any
@@ -213,16 +213,33 @@ def prepare(
     inputs = None if corpus else _user_inputs(*user)
     if corpus:
         get_corpus(corpus)  # an unknown name fails before anything is written
+    with building(out, force, progress) as work:
+        if work is not None:
+            meta = _describe(corpus, inputs, src_lang, tgt_lang, seed)
+            limits = (max_len, max_ratio, train_limit)
+            meta.update(_build(work, corpus, inputs, vocabulary, limits, seed, skip_bad_lines, progress))
+            write_meta(work, meta)
+    return out
+
+
+@contextmanager
+def building(out: Path, force: bool, progress: bool) -> Iterator[Path | None]:
+    """A hidden temporary directory beside `out`, renamed to `out` when the block ends without error.
+
+    Yields None (and nothing is done) when `out` is already prepared and not `force`.
+    """
     if _check_out(out, force):
         _say(f"{out} is already prepared; pass --force to prepare it again", progress)
-        return out
+        yield None
+        return
     with building_directory(out) as work:
-        meta = _describe(corpus, inputs, src_lang, tgt_lang, seed)
-        limits = (max_len, max_ratio, train_limit)
-        meta.update(_build(work, corpus, inputs, vocabulary, limits, seed, skip_bad_lines, progress))
-        text = json.dumps(meta, indent=2, ensure_ascii=False) + "\n"
-        (work / "meta.json").write_text(text, encoding="utf-8")
-    return out
+        yield work
+
+
+def write_meta(work: Path, meta: dict[str, Any]) -> None:
+    """WORK/meta.json, the file that marks a data directory as complete."""
+    text = json.dumps(meta, indent=2, ensure_ascii=False) + "\n"
+    (work / "meta.json").write_text(text, encoding="utf-8")
 
 
 def _describe(corpus: str | None, inputs, src_lang: str | None, tgt_lang: str | None, seed: int) -> dict:
@@ -255,6 +272,18 @@ def _reused_tokenizer(spm: str | Path, vocab_size: int | None) -> Tokenizer:
             f"{vocab_size}; leave --vocab-size out to use that vocabulary"
         )
     return tokenizer
+
+
+def tokenizer_meta(trained_on: str) -> dict[str, Any]:
+    """meta.json's "tokenizer" entry for the data directory's spm.model."""
+    return {
+        "type": "sentencepiece",
+        "model_type": "bpe",
+        "model": "spm.model",
+        "trained_on": trained_on,
+        "character_coverage": CHARACTER_COVERAGE,
+        **{"pad_id": PAD_ID, "unk_id": UNK_ID, "bos_id": BOS_ID, "eos_id": EOS_ID},
+    }
 
 
 def _vocabulary(work: Path, vocabulary: Tokenizer | int, seed: int, progress: bool) -> Tokenizer:
@@ -330,16 +359,9 @@ def _build(
     return {
         "vocab_size": tokenizer.vocab_size,
         "requested_vocab_size": tokenizer.vocab_size if reused else vocabulary,
-        "tokenizer": {
-            "type": "sentencepiece",
-            "model_type": "bpe",
-            "model": "spm.model",
-            "trained_on": f"reused: {vocabulary.path.resolve()}"
-            if reused
-            else "train split, source and target",
-            "character_coverage": CHARACTER_COVERAGE,
-            **{"pad_id": PAD_ID, "unk_id": UNK_ID, "bos_id": BOS_ID, "eos_id": EOS_ID},
-        },
+        "tokenizer": tokenizer_meta(
+            f"reused: {vocabulary.path.resolve()}" if reused else "train split, source and target"
+        ),
         "token_dtype": token_dtype(tokenizer.vocab_size).name,
         "pairs": {split: counts[split]["kept"] for split in SPLITS},
         "tokens": tokens,

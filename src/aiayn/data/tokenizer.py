@@ -10,7 +10,7 @@ without bos/eos; the dataset appends eos and the batch prepends bos.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
@@ -36,10 +36,19 @@ class Tokenizer:
         self._special = frozenset({PAD_ID, BOS_ID, EOS_ID})
 
     @classmethod
-    def train(cls, texts: Iterable[str], model_path: str | Path, vocab_size: int, seed: int = 1) -> Tokenizer:
+    def train(
+        cls,
+        texts: Iterable[str],
+        model_path: str | Path,
+        vocab_size: int,
+        seed: int = 1,
+        user_symbols: Sequence[str] = (),
+    ) -> Tokenizer:
         """Train joint BPE on `texts` (source and target lines) and write `model_path` and its .vocab.
 
         A corpus too small for `vocab_size` gets a smaller vocabulary (see `.vocab_size`), not an error.
+        `user_symbols` become pieces of their own, with the ids right after the special ones (the
+        tree tokens of parse data, aiayn.parse).
         """
         model_path = Path(model_path)
         if model_path.suffix != ".model":
@@ -60,6 +69,7 @@ class Tokenizer:
             hard_vocab_limit=False,
             num_threads=NUM_THREADS,
             minloglevel=2,
+            **({"user_defined_symbols": list(user_symbols)} if user_symbols else {}),
         )
         return cls.load(model_path)
 

@@ -4,13 +4,15 @@
 encoder runs once, the decoder's cross-attention keys/values are projected once per sentence and
 repeated for its hypotheses (`Transformer.start_decoding`), and every step feeds only the newest
 token through the decoder's self-attention cache. `decode_batch` picks greedy or
-beam search and the per-sentence maximum output length a * |source| + b.
+beam search and the per-sentence maximum output length a * |source| + b; a `StepMask` among the
+controls wraps the stepper to mask its log-probabilities (well-formed trees only: aiayn.parse).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +22,7 @@ from aiayn.config import DecodeConfig, ModelConfig, SamplingConfig
 from aiayn.decode.constrained import constrained_beam_search
 from aiayn.decode.ensemble import EnsembleStepper
 from aiayn.decode.sampling import row_keys, sample_search
-from aiayn.decode.search import Hypothesis, Prefixes, StopHook, beam_search, greedy_search
+from aiayn.decode.search import Hypothesis, Prefixes, Stepper, StopHook, beam_search, greedy_search
 from aiayn.model.transformer import Transformer
 
 # Sinusoidal positions have no table, but attention cost and cache memory grow with length:
@@ -64,21 +66,36 @@ class TransformerStepper:
         self.state.select(index)
 
 
+class StepMask(Protocol):
+    """A per-sentence mask on the next-token log-probabilities that depends on each hypothesis's
+    tokens so far (aiayn.parse.constraint: only well-formed trees). It wraps the batch's stepper, so
+    its state follows the rows through the search's `reorder` and `select`, whichever search runs."""
+
+    def subset(self, index: list[int]) -> StepMask:
+        """The mask of sentences `index` only (a batch of the caller's sentences)."""
+
+    def wrap(self, stepper: Stepper, max_lens: Tensor, rows: int, device: torch.device) -> Stepper:
+        """`stepper` with its log-probabilities (on `device`) masked; max_lens (n,) CPU, `rows`
+        hypotheses per sentence."""
+
+
 @dataclass
 class Controls:
     """What steers the search of one batch besides `DecodeConfig`, per sentence of the batch:
-    prefixes and constraints as target ids (None: none), and for sampling the texts' keys."""
+    prefixes and constraints as target ids (None: none), for sampling the texts' keys, and a mask."""
 
     prefixes: list[list[int]] | None = None
     constraints: list[list[list[int]]] | None = None
     sample: SamplingConfig | None = None
     keys: list[int] | None = None  # a text's index in the caller's input: its samples' seed
     should_stop: StopHook | None = None  # asked before every step (SearchStopped when it says so)
+    mask: StepMask | None = None
 
     def subset(self, index: list[int]) -> Controls:
         pick = lambda xs: None if xs is None else [xs[i] for i in index]  # noqa: E731
+        mask = None if self.mask is None else self.mask.subset(index)
         return Controls(
-            pick(self.prefixes), pick(self.constraints), self.sample, pick(self.keys), self.should_stop
+            pick(self.prefixes), pick(self.constraints), self.sample, pick(self.keys), self.should_stop, mask
         )
 
     def needed(self, n: int) -> Tensor:
@@ -103,7 +120,8 @@ def decode_batch(
 
     `model` is one model or an ensemble (models sharing a vocabulary). Greedy search when beam_size
     is 1 (the same result as beam search with one beam, faster), beam search otherwise; sampling
-    (n_best samples) or dynamically allocated beams (constraints) when `controls` ask for them.
+    (n_best samples) or dynamically allocated beams (constraints) when `controls` ask for them;
+    `controls.mask` masks every step's log-probabilities, under any of these searches.
     Returns up to n_best hypotheses per sentence, best first.
     """
     models = [model] if isinstance(model, Transformer) else list(model)
@@ -117,6 +135,8 @@ def decode_batch(
     rows = options.n_best if controls.sample is not None else options.beam_size
     steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1) for m in models]
     stepper = steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)
+    if controls.mask is not None:
+        stepper = controls.mask.wrap(stepper, max_lens, rows, src.device)
     common = dict(
         start_id=config.start_id,
         eos_id=config.eos_id,

@@ -174,7 +174,7 @@ def average_run(run_dir: str | Path, last: int | None = None, out_dir: str | Pat
         raise AiaynError(f"{run}: no checkpoints in {run / CHECKPOINTS}")
     model = average_weights(paths, Transformer(config.model))
     info = json.loads((run / RUN_INFO).read_text()) if (run / RUN_INFO).is_file() else {}
-    langs = {k: info[k] for k in ("src_lang", "tgt_lang") if info.get(k)}
+    langs = {k: info[k] for k in ("src_lang", "tgt_lang", "task", "parse") if info.get(k)}
     averaged = [p.name for p in paths]
     spm = run / RUN_SPM if (run / RUN_SPM).is_file() else None
     return save_model_dir(model, out_dir or run / "model", spm_path=spm, averaged=averaged, **langs)

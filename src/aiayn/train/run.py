@@ -75,6 +75,8 @@ def write_run_files(run_dir: Path, data_dir: Path, config: RunConfig, world_size
         "world_size": world_size,
         "init_from": str(Path(init_from).resolve()) if init_from else None,
     }
+    if meta.get("task") == "parse":  # the model directory says what it is (aiayn.parse.parser)
+        info.update(task="parse", parse=meta.get("parse"))
     atomic_write_text(run_dir / RUN_INFO, json.dumps(info, indent=2) + "\n")
 
 

@@ -1,0 +1,154 @@
+"""Constituency parsing (section 6.3) in `aiayn prepare` and `aiayn evaluate`: the tree sources of
+prepare, and the parseval branch of evaluate (with the paper's parsing search as its defaults)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from aiayn.config import DecodeConfig
+from aiayn.errors import AiaynError
+from aiayn.parse.treebank import SYNTHETIC
+
+# evaluate's search defaults (its argument names): section 6.1's for text, 6.3's for parse data
+_D = DecodeConfig
+TEXT_SEARCH = {"beam": _D.beam_size, "alpha": _D.alpha, "max_len_a": _D.max_len_a, "max_len_b": _D.max_len_b}
+PARSE_SEARCH = {"beam": 21, "alpha": 0.3, "max_len_a": 1.0, "max_len_b": 300}
+
+
+def add_tree_sources(source: argparse._MutuallyExclusiveGroup, p: argparse.ArgumentParser) -> None:
+    """prepare's tree inputs (`source` is the group of corpus / --src / --tsv)."""
+    source.add_argument(
+        "--treebank", metavar="DIR", help="parse data from the WSJ Penn Treebank (sections 02-21 / 22 / 23)"
+    )
+    source.add_argument(
+        "--trees-train", metavar="F", help="parse data: train trees (.mrg, one tree per line, or a directory)"
+    )
+    p.add_argument("--trees-valid", metavar="F", help="parse data: valid trees (else split off train)")
+    p.add_argument("--trees-test", metavar="F", help="parse data: test trees (else split off train)")
+
+
+def wants_trees(args: argparse.Namespace) -> bool:
+    return bool(args.treebank or args.trees_train or args.trees_valid or args.trees_test) or (
+        args.corpus == SYNTHETIC
+    )
+
+
+def run_prepare(args: argparse.Namespace) -> None:
+    from aiayn.data.prepare import load_meta
+    from aiayn.parse.prepare import prepare_trees
+
+    text_only = {
+        "--tgt": args.tgt, "--valid-src": args.valid_src, "--valid-tgt": args.valid_tgt,
+        "--valid-tsv": args.valid_tsv, "--test-src": args.test_src, "--test-tgt": args.test_tgt,
+        "--test-tsv": args.test_tsv, "--tgt-lang": args.tgt_lang, "--spm": args.spm,
+        "--skip-bad-lines": args.skip_bad_lines,
+    }  # fmt: skip
+    given = [name for name, value in text_only.items() if value]
+    if given:
+        raise AiaynError(f"{', '.join(given)}: for parallel text, not for trees")
+    out = prepare_trees(
+        args.out,
+        treebank=args.treebank,
+        train=args.trees_train,
+        valid=args.trees_valid,
+        test=args.trees_test,
+        synthetic={} if args.corpus == SYNTHETIC else None,
+        src_lang=args.src_lang,
+        vocab_size=args.vocab_size,
+        max_len=args.max_len,
+        train_limit=args.train_limit,
+        seed=args.seed,
+        force=args.force,
+        progress=not args.no_progress,
+    )
+    meta = load_meta(out)
+    trees = ", ".join(f"{split} {n:,}" for split, n in meta["pairs"].items())
+    dropped = sum(n for split in meta["dropped"].values() for n in split.values())
+    print(
+        f"{out}: parse trees ({meta['corpus']}), {trees} trees, {len(meta['parse']['labels'])} labels, "
+        f"vocabulary {meta['vocab_size']:,}, {dropped:,} trees dropped (see meta.json)"
+    )
+
+
+def add_evaluate_options(p: argparse.ArgumentParser) -> None:
+    """--metric and --baseline; the search settings default to None, filled in by the data's task."""
+    p.add_argument(
+        "--metric",
+        choices=["bleu", "parseval"],
+        help="bleu (BLEU and chrF; the default for text) or parseval (labelled bracketing F1, EVALB "
+        "with COLLINS.prm; the default for parse data)",
+    )
+    p.add_argument(
+        "--baseline",
+        choices=["right-branching"],
+        help="score this baseline on DATA_DIR (parse data) instead of a model",
+    )
+    p.set_defaults(beam=None, alpha=None, max_len_a=None, max_len_b=None)
+
+
+def wants_parseval(args: argparse.Namespace) -> bool:
+    from aiayn.parse.prepare import is_parse_data
+
+    if args.metric is not None or args.baseline:
+        return args.metric == "parseval" or bool(args.baseline)
+    return (
+        bool(args.data_dir) and (Path(args.data_dir) / "meta.json").is_file() and is_parse_data(args.data_dir)
+    )
+
+
+def fill_search_defaults(args: argparse.Namespace, parse: bool) -> None:
+    """The search settings not given on the command line: section 6.3's for parsing, else 6.1's."""
+    for name, value in (PARSE_SEARCH if parse else TEXT_SEARCH).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+
+
+def run_evaluate(
+    args: argparse.Namespace, decode_config: Callable[[argparse.Namespace], DecodeConfig]
+) -> None:
+    """The parseval branch: --hyp/--ref trees, --baseline, or MODEL_DIR on parse DATA_DIR.
+
+    `decode_config(args)`: the search evaluate's arguments ask for.
+    """
+    from aiayn.parse.evaluate import evaluate_baseline, evaluate_parser, evaluate_tree_files
+
+    out = args.out
+    if args.hyp or args.ref:
+        if not (args.hyp and args.ref) or args.model_dir or args.data_dir or args.baseline:
+            raise AiaynError("give either MODEL_DIR DATA_DIR, or --hyp F --ref F")
+        scores = evaluate_tree_files(args.hyp, args.ref)
+        if args.out:
+            from aiayn.evaluate import write_scores
+
+            write_scores(scores, args.out)
+    elif args.baseline:
+        data_dir = args.data_dir or args.model_dir
+        if not data_dir or (args.model_dir and args.data_dir):
+            raise AiaynError(
+                "--baseline takes DATA_DIR alone: aiayn evaluate DATA_DIR --baseline right-branching"
+            )
+        scores = evaluate_baseline(data_dir, args.split, args.out, args.limit)
+    else:
+        if not (args.model_dir and args.data_dir):
+            raise AiaynError("give MODEL_DIR DATA_DIR (or --hyp F --ref F)")
+        fill_search_defaults(args, parse=True)
+        out = args.out or str(Path(args.model_dir) / "eval")
+        scores = evaluate_parser(
+            args.model_dir,
+            args.data_dir,
+            args.split,
+            decode_config(args),
+            out_dir=out,
+            device=args.device,
+            limit=args.limit,
+            progress=not args.no_progress,
+            int8=args.int8,
+        )
+    if out:
+        scores["scores"] = str(Path(out) / "scores.json")
+    print(scores["parseval_text"])
+    for key in ("hypotheses", "scores"):
+        if key in scores:
+            print(f"{key}: {scores[key]}")
