@@ -100,6 +100,7 @@ def test_kv_cache_appends_and_reorders():
     assert torch.equal(cache.k[:, :, :3], torch.cat([k1, k2], 2)[index])
     cache.reorder(torch.tensor([1]))  # shrink to one row: row 1 now holds the old row 2
     assert cache.k.shape[0] == 1 and torch.equal(cache.v[0, :, :3], torch.cat([v1, v2], 2)[2])
+    assert cache.k.shape[2] == cache.v.shape[2] == 10  # the capacity stays, only 3 positions copied
     assert KVCache(3, 2, 10, 4, torch.float32, "cpu", d_v=7).v.shape == (3, 2, 10, 7)
     with pytest.raises(RuntimeError, match="does not fit"):
         cache.append(torch.randn(1, 2, 8, 4), torch.randn(1, 2, 8, 4))

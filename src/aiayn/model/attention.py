@@ -87,14 +87,20 @@ class KVCache(nn.Module):
     def reorder(self, index: Tensor) -> None:
         """Rows follow `index` (batch',): beam search keeps the prefixes it selected.
 
-        When batch' is smaller than the buffer (finished sentences dropped) the buffers shrink.
+        When batch' is smaller than the buffer (finished sentences dropped) the buffers shrink; only
+        the positions decoded so far are copied, not the whole capacity (|source| + 300 when parsing).
         """
         if index.numel() == self.k.size(0):  # index_select gathers 2-3x faster than k[index]
             self.k[:, :, : self.length] = self.k[:, :, : self.length].index_select(0, index)
             self.v[:, :, : self.length] = self.v[:, :, : self.length].index_select(0, index)
         else:
-            self.k = self.k.index_select(0, index)
-            self.v = self.v.index_select(0, index)
+            self.k, self.v = self._gathered(self.k, index), self._gathered(self.v, index)
+
+    def _gathered(self, buffer: Tensor, index: Tensor) -> Tensor:
+        """A buffer of rows `index` (batch',) of `buffer`, its first `length` positions filled."""
+        out = buffer.new_empty((index.numel(), *buffer.shape[1:]))
+        out[:, :, : self.length] = buffer[:, :, : self.length].index_select(0, index)
+        return out
 
 
 class MultiHeadAttention(nn.Module):
