@@ -10,7 +10,7 @@ import torch
 from scripted import BANNED, BOS, EOS, ScriptedStepper, exhaustive
 from torch import Tensor
 
-from aiayn.decode.search import SearchStopped, beam_search, greedy_search, length_penalty
+from aiayn.decode.search import SearchStopped, _settled, beam_search, greedy_search, length_penalty
 
 
 @pytest.mark.parametrize("style", ["gnmt", "len", "fairseq"])
@@ -207,3 +207,18 @@ def test_length_penalty_values():
     assert length_penalty(7, 0.6, "len") == pytest.approx(7**0.6)
     with pytest.raises(ValueError):
         length_penalty(3, 0.6, "other")
+
+
+def test_surviving_beams_keep_their_rows():
+    """Every parent with a surviving child keeps its best child in its own row; only the rows of
+    beams that died are refilled, so the cache moves k - (distinct parents) rows per sentence."""
+    parents = torch.tensor([[2, 2, 0, 3], [1, 1, 1, 1], [0, 1, 2, 3], [3, 2, 1, 0]])  # best first
+    order = _settled(parents)
+    for parent, slots in zip(parents.tolist(), order.tolist(), strict=True):
+        assert sorted(slots) == [0, 1, 2, 3]  # a permutation of the survivors
+        for row, survivor in enumerate(slots):
+            if row in parent:
+                assert survivor == parent.index(row)  # the best child of beam `row` stays there
+        moved = sum(parent[survivor] != row for row, survivor in enumerate(slots))
+        assert moved == 4 - len(set(parent))
+    assert order[0].tolist() == [2, 1, 0, 3]  # beam 1 died: 2's second child takes its row

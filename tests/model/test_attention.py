@@ -104,3 +104,12 @@ def test_kv_cache_appends_and_reorders():
     assert KVCache(3, 2, 10, 4, torch.float32, "cpu", d_v=7).v.shape == (3, 2, 10, 7)
     with pytest.raises(RuntimeError, match="does not fit"):
         cache.append(torch.randn(1, 2, 8, 4), torch.randn(1, 2, 8, 4))
+
+
+def test_kv_cache_reorder_in_place_equals_a_gather():
+    cache = KVCache(5, 2, 8, 3, torch.float32, "cpu")
+    k, v = torch.randn(5, 2, 4, 3), torch.randn(5, 2, 4, 3)
+    cache.append(k, v)
+    index = torch.tensor([0, 0, 3, 2, 4])  # rows 1, 2, 3 move, one of them onto a row read later
+    cache.reorder(index)
+    assert torch.equal(cache.k[:, :, :4], k[index]) and torch.equal(cache.v[:, :, :4], v[index])

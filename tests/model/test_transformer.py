@@ -254,3 +254,21 @@ def test_a_tiny_model_learns_to_reverse_sequences():
     final = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten()).item()
     assert final < 0.05, final
     assert (logits.argmax(-1) == tgt_out).all(1).float().mean() > 0.95
+
+
+@pytest.mark.parametrize("keep", [[4, 5, 0, 1], [5, 0, 3]])  # whole sentences (beams); single rows (samples)
+def test_select_with_beams_keeps_each_rows_sentence(keep):
+    model = small()
+    src = torch.randint(4, 30, (3, 6))
+    src[1, 2:] = PAD_ID
+    tgt = tokens(6, 6)  # 3 sentences x 2 hypotheses, sentence-major
+    keep = torch.tensor(keep)
+    with torch.inference_mode():
+        memory, mask = model.encode(src)
+        state = model.start_decoding(memory, mask, max_len=10, beam=2)
+        for t in range(3):
+            model.decode_step(tgt[:, t], state)
+        state.select(keep)
+        after = torch.stack([model.decode_step(tgt[keep, t], state) for t in range(3, 6)], 1)
+    full = model(src.repeat_interleave(2, dim=0)[keep], tgt[keep])
+    torch.testing.assert_close(after, full[:, 3:], rtol=1e-5, atol=1e-5)

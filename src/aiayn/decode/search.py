@@ -13,7 +13,8 @@ GNMT, HF `generate` and fairseq; CTranslate2 only with return_end_token=True).
 
 One step: the 2k best continuations (log P summed over the prefix) of each sentence's k live
 hypotheses come from one top-k over (k * vocab); those among the first k that end in EOS join the
-sentence's pool of (at most k) finished hypotheses; the k best that do not end in EOS live on.
+sentence's pool of (at most k) finished hypotheses; the k best that do not end in EOS live on,
+each in its parent's row where it can (`_settled`: the cache then moves few rows).
 A sentence stops when
 - "gnmt": its pool holds k hypotheses (fairseq), or the n-best-th finished score is at least the
   best score any live hypothesis could still reach (its log P can only fall; its length penalty is
@@ -190,13 +191,33 @@ def greedy_search(
     return results
 
 
+def _settled(parent: Tensor) -> Tensor:
+    """Where each new live hypothesis goes: (n, k) -> (n, k), slot s takes survivor `out[i, s]`.
+
+    parent (n, k): the beam (row within its sentence) each of the k survivors extends, best first.
+    The best child of every surviving beam stays in its parent's slot, the others fill the slots of
+    beams that died, in order; so the stepper's `reorder` moves only k - (surviving beams) rows per
+    sentence, not every row whose rank changed (its cache copies are the largest memory traffic of
+    a CPU beam step). The set of hypotheses is the one the scores chose; only the order differs.
+    """
+    n, k = parent.shape
+    same = parent[:, :, None] == parent[:, None, :]  # (n, k, k): survivors j, j' share a parent
+    first = ~(same & torch.ones(k, k, dtype=torch.bool, device=parent.device).tril(-1)).any(-1)  # (n, k)
+    taken = torch.zeros(n, k, dtype=torch.long, device=parent.device).scatter_add_(1, parent, first.long())
+    free = taken.sort(dim=1, stable=True).indices  # (n, k): the slots nobody keeps, ascending, first
+    rank = (~first).long().cumsum(1) - 1  # (n, k): the j-th survivor without its parent's slot
+    slot = torch.where(first, parent, free.gather(1, rank.clamp(min=0)))
+    return torch.empty_like(slot).scatter_(1, slot, torch.arange(k, device=parent.device).expand(n, k))
+
+
 @dataclass
 class _Beams:
     """The state of beam search for n sentences with k hypotheses each.
 
     ids, max_lens: (n,) on the CPU. live_seqs, fin_seqs: (n, k, max_len + 1) token ids;
-    live_scores: (n, k) summed log P, sorted, -inf = no hypothesis; fin_scores: (n, k) log P / lp,
-    sorted, -inf = empty slot; fin_log_probs, fin_lens: (n, k) log P and length with EOS.
+    live_scores: (n, k) summed log P, in row order (`_settled`), -inf = no hypothesis;
+    fin_scores: (n, k) log P / lp, sorted, -inf = empty slot; fin_log_probs, fin_lens: (n, k) log P
+    and length with EOS.
     """
 
     ids: Tensor
@@ -259,6 +280,8 @@ class _Beams:
         if bool(finishing.any()):
             self.finish(seqs, top, finishing, step, lp)
         self.live_scores, pos = top.masked_fill(is_eos, -math.inf).topk(k, dim=1)  # (n, k)
+        settle = _settled(beam.gather(1, pos))  # (n, k): keep each surviving beam's row in place
+        self.live_scores, pos = self.live_scores.gather(1, settle), pos.gather(1, settle)
         self.live_seqs = seqs.gather(1, pos[:, :, None].expand(-1, -1, total))
         return beam.gather(1, pos), token.gather(1, pos)
 
@@ -268,7 +291,7 @@ class _Beams:
 
     def done(self, step: int, n_best: int, alpha: float, style: str) -> Tensor:
         """(n,) bool on the CPU: which sentences can stop after `step` (see the module docstring)."""
-        best_live = self.live_scores[:, 0]  # (n,) log P of the best live hypothesis
+        best_live = self.live_scores.max(dim=1).values  # (n,) log P of the best live hypothesis
         k = self.fin_scores.size(1)
         full = self._full()
         if style in ("gnmt", "fairseq"):

@@ -89,12 +89,19 @@ class KVCache(nn.Module):
 
         When batch' is smaller than the buffer (finished sentences dropped) the buffers shrink; only
         the positions decoded so far are copied, not the whole capacity (|source| + 300 when parsing).
+        Otherwise only the rows that take another row's prefix are copied: on the CPU the cache is
+        larger than the caches, and beam search keeps most rows in place (`aiayn.decode.search`).
         """
-        if index.numel() == self.k.size(0):  # index_select gathers 2-3x faster than k[index]
-            self.k[:, :, : self.length] = self.k[:, :, : self.length].index_select(0, index)
-            self.v[:, :, : self.length] = self.v[:, :, : self.length].index_select(0, index)
-        else:
+        if index.numel() != self.k.size(0):
             self.k, self.v = self._gathered(self.k, index), self._gathered(self.v, index)
+            return
+        moved = (index != torch.arange(index.numel(), device=index.device)).nonzero()[:, 0]  # (m,)
+        if moved.numel() == 0:
+            return
+        source = index[moved]
+        for buffer in (self.k, self.v):
+            prefix = buffer[:, :, : self.length]  # a view: index_copy_ writes into the buffer
+            prefix.index_copy_(0, moved, prefix.index_select(0, source))  # gather first: rows overlap
 
     def _gathered(self, buffer: Tensor, index: Tensor) -> Tensor:
         """A buffer of rows `index` (batch',) of `buffer`, its first `length` positions filled."""
@@ -179,6 +186,8 @@ class MultiHeadAttention(nn.Module):
         """
         if self.cross:
             q = self._split(self.q_proj(x), (self.d_k,))[0]  # (batch, heads, q_len, d_k)
+            if memory_kv is not None and memory_kv[0].size(0) != q.size(0):
+                return self._grouped(q, *memory_kv, mask, need_weights)
             k, v = memory_kv if memory_kv is not None else self.project_kv(memory)
         else:
             q, k, v = self._split(self.qkv_proj(x), (self.d_k, self.d_k, self.d_v))
@@ -186,6 +195,29 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.append(k, v)
         dropout = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal, dropout, need_weights)
+        return self._merge(out), weights
+
+    def _merge(self, out: Tensor) -> Tensor:
+        """Heads' outputs (batch, heads, q_len, d_v), concatenated and projected: (batch, q_len, d_model)."""
         b, _, t, _ = out.shape
-        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_v)  # (batch, q_len, heads * d_v)
-        return self.out_proj(out), weights
+        return self.out_proj(out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_v))
+
+    def _grouped(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """Encoder-decoder attention while decoding `beam` hypotheses per sentence.
+
+        q (n * beam, heads, q_len, d_k), sentence-major; k, v (n, heads, src_len, d_k / d_v) and mask
+        (n, 1, 1, src_len), once per sentence. The beams of a sentence are its queries: one product
+        per sentence reads its keys once, not once per hypothesis (the CPU's memory traffic).
+        """
+        n, (rows, h, t, d) = k.size(0), q.shape
+        beam = rows // n
+        q = q.reshape(n, beam, h, t, d).transpose(1, 2).reshape(n, h, beam * t, d)  # (n, h, beam * t, d_k)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (n, heads, beam * q_len, src_len)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(dim=-1)
+        rows_first = lambda x: x.view(n, h, beam, t, -1).transpose(1, 2).reshape(rows, h, t, -1)  # noqa: E731
+        out = rows_first(weights @ v)  # (rows, heads, q_len, d_v)
+        return self._merge(out), rows_first(weights) if need_weights else None

@@ -79,14 +79,16 @@ class Decoder(nn.Module):
 class DecoderState:
     """What incremental decoding carries between steps, for a batch of (sentence x beam) rows.
 
-    self_kv: one KVCache per layer; cross_kv: per layer the encoder's keys and values
-    ((batch, heads, src_len, d_k), (batch, heads, src_len, d_v)), computed once; memory_mask
-    (batch, 1, 1, src_len) or None.
+    self_kv: one KVCache per layer, a row per hypothesis; cross_kv: per layer the encoder's keys
+    and values ((n, heads, src_len, d_k), (n, heads, src_len, d_v)), computed once, a row per
+    sentence: its `beam` hypotheses query them together (`MultiHeadAttention`); memory_mask
+    (n, 1, 1, src_len) or None.
     """
 
     self_kv: list[KVCache]
     cross_kv: list[tuple[Tensor, Tensor]]
     memory_mask: Tensor | None
+    beam: int = 1
     step: int = 0
 
     def reorder(self, index: Tensor) -> None:
@@ -98,12 +100,22 @@ class DecoderState:
             cache.reorder(index)
 
     def select(self, index: Tensor) -> None:
-        """Keep only rows `index` (batch',) everywhere: drops finished sentences from the batch."""
+        """Keep only rows `index` (batch',) everywhere: drops finished sentences from the batch.
+
+        When `index` keeps whole sentences (their `beam` rows together: beam search) the encoder's
+        keys and values stay one per sentence; otherwise (samples end one by one) one per row.
+        """
         for cache in self.self_kv:
             cache.reorder(index)
-        self.cross_kv = [(k[index], v[index]) for k, v in self.cross_kv]
+        sentences = index // self.beam  # (batch',) the sentence of each kept row
+        groups = sentences.view(-1, self.beam) if sentences.numel() % self.beam == 0 else None
+        if groups is not None and bool(groups.eq(groups[:, :1]).all()):
+            sentences = groups[:, 0]  # (n',)
+        else:
+            self.beam = 1
+        self.cross_kv = [(k[sentences], v[sentences]) for k, v in self.cross_kv]
         if self.memory_mask is not None:
-            self.memory_mask = self.memory_mask[index]
+            self.memory_mask = self.memory_mask[sentences]
 
 
 class Transformer(nn.Module):
@@ -230,7 +242,7 @@ class Transformer(nn.Module):
         """Cache the encoder's keys/values for every decoder layer and allocate self-attention caches.
 
         memory (n, src_len, d_model), one row per sentence; the state has one row per hypothesis
-        (n * beam, sentence-major). Keys and values are projected once per sentence, then repeated.
+        (n * beam, sentence-major). Keys and values are projected and kept once per sentence.
         """
         c = self.config
         rows = memory.size(0) * beam
@@ -238,16 +250,8 @@ class Transformer(nn.Module):
             KVCache(rows, c.n_heads, max_len, c.key_dim, memory.dtype, memory.device, c.value_dim)
             for _ in self.decoder.layers
         ]
-        cross = [
-            tuple(
-                t.repeat_interleave(beam, dim=0) if beam > 1 else t
-                for t in layer.cross_attn.project_kv(memory)
-            )
-            for layer in self.decoder.layers
-        ]  # per layer keys (n * beam, heads, src_len, d_k) and values (..., d_v)
-        if memory_mask is not None and beam > 1:
-            memory_mask = memory_mask.repeat_interleave(beam, dim=0)  # (n * beam, 1, 1, src_len)
-        return DecoderState(caches, cross, memory_mask)
+        cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder.layers]
+        return DecoderState(caches, cross, memory_mask, beam)
 
     def decode_step(self, tokens: Tensor, state: DecoderState) -> Tensor:
         """tokens (batch,) at position state.step -> logits (batch, vocab); advances the state."""
