@@ -264,11 +264,12 @@ class _Beams:
 
     def advance(self, logp: Tensor, step: int, eos_id: int, lp: float) -> tuple[Tensor, Tensor]:
         """One step from log-probs (n, k, vocab): finish EOS candidates, keep the k best live ones.
+        `logp` is used up: the prefixes' log P are added to it in place (a vocabulary-wide pass).
 
         Returns for each new live hypothesis (n, k) the beam it extends and its last token.
         """
         n, k, vocab = logp.shape
-        cand = (self.live_scores[:, :, None] + logp).view(n, k * vocab)  # log P of every extension
+        cand = logp.add_(self.live_scores[:, :, None]).reshape(n, k * vocab)  # log P of every extension
         top, index = cand.topk(min(2 * k, k * vocab), dim=1)  # (n, c), sorted
         beam, token = index // vocab, index % vocab
         total = self.live_seqs.size(2)

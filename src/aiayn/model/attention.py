@@ -185,39 +185,45 @@ class MultiHeadAttention(nn.Module):
         Cross-attention: K, V come from `memory_kv` (precomputed) or are projected from `memory`.
         """
         if self.cross:
+            if memory_kv is not None:
+                return self._cached_cross(self.q_proj(x), *memory_kv, mask, need_weights)
             q = self._split(self.q_proj(x), (self.d_k,))[0]  # (batch, heads, q_len, d_k)
-            if memory_kv is not None and memory_kv[0].size(0) != q.size(0):
-                return self._grouped(q, *memory_kv, mask, need_weights)
-            k, v = memory_kv if memory_kv is not None else self.project_kv(memory)
+            k, v = self.project_kv(memory)
         else:
             q, k, v = self._split(self.qkv_proj(x), (self.d_k, self.d_k, self.d_v))
             if cache is not None:
                 k, v = cache.append(k, v)
         dropout = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal, dropout, need_weights)
-        return self._merge(out), weights
-
-    def _merge(self, out: Tensor) -> Tensor:
-        """Heads' outputs (batch, heads, q_len, d_v), concatenated and projected: (batch, q_len, d_model)."""
         b, _, t, _ = out.shape
-        return self.out_proj(out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_v))
+        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_v)  # (batch, q_len, heads * d_v)
+        return self.out_proj(out), weights
 
-    def _grouped(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
+    def cached_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """What decoding keeps of the encoder output (n, src_len, d_model) for `forward`'s
+        `memory_kv`: keys transposed K^T (n, heads, d_k, src_len) and values (n, heads, src_len, d_v),
+        both contiguous, so no step copies them again."""
+        k, v = self.project_kv(memory)
+        return k.transpose(-2, -1).contiguous(), v.contiguous()
+
+    def _cached_cross(
+        self, q: Tensor, k_t: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
     ) -> tuple[Tensor, Tensor | None]:
         """Encoder-decoder attention while decoding `beam` hypotheses per sentence.
 
-        q (n * beam, heads, q_len, d_k), sentence-major; k, v (n, heads, src_len, d_k / d_v) and mask
-        (n, 1, 1, src_len), once per sentence. The beams of a sentence are its queries: one product
-        per sentence reads its keys once, not once per hypothesis (the CPU's memory traffic).
+        q (n * beam, q_len, heads * d_k), the projected queries, sentence-major; k_t, v (`cached_kv`)
+        and mask (n, 1, 1, src_len), once per sentence. The beams of a sentence are its queries: one
+        product per sentence reads its keys once, not once per hypothesis (the CPU's memory traffic).
         """
-        n, (rows, h, t, d) = k.size(0), q.shape
+        n, (rows, t, _), h = k_t.size(0), q.shape, self.n_heads
         beam = rows // n
-        q = q.reshape(n, beam, h, t, d).transpose(1, 2).reshape(n, h, beam * t, d)  # (n, h, beam * t, d_k)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (n, heads, beam * q_len, src_len)
+        q = q.view(n, beam, t, h, self.d_k).permute(0, 3, 1, 2, 4).reshape(n, h, beam * t, self.d_k)
+        scores = q @ k_t / math.sqrt(self.d_k)  # (n, heads, beam * q_len, src_len)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = scores.softmax(dim=-1)
-        rows_first = lambda x: x.view(n, h, beam, t, -1).transpose(1, 2).reshape(rows, h, t, -1)  # noqa: E731
-        out = rows_first(weights @ v)  # (rows, heads, q_len, d_v)
-        return self._merge(out), rows_first(weights) if need_weights else None
+        out = (weights @ v).view(n, h, beam, t, self.d_v).permute(0, 2, 3, 1, 4)  # (n, beam, t, h, d_v)
+        out = self.out_proj(out.reshape(rows, t, h * self.d_v))  # (rows, q_len, d_model)
+        if need_weights:
+            weights = weights.view(n, h, beam, t, -1).transpose(1, 2).reshape(rows, h, t, -1)
+        return out, weights if need_weights else None

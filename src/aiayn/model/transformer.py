@@ -80,9 +80,9 @@ class DecoderState:
     """What incremental decoding carries between steps, for a batch of (sentence x beam) rows.
 
     self_kv: one KVCache per layer, a row per hypothesis; cross_kv: per layer the encoder's keys
-    and values ((n, heads, src_len, d_k), (n, heads, src_len, d_v)), computed once, a row per
-    sentence: its `beam` hypotheses query them together (`MultiHeadAttention`); memory_mask
-    (n, 1, 1, src_len) or None.
+    and values (`MultiHeadAttention.cached_kv`: K^T (n, heads, d_k, src_len), V (n, heads, src_len,
+    d_v)), computed once, a row per sentence: its `beam` hypotheses query them together;
+    memory_mask (n, 1, 1, src_len) or None.
     """
 
     self_kv: list[KVCache]
@@ -250,7 +250,7 @@ class Transformer(nn.Module):
             KVCache(rows, c.n_heads, max_len, c.key_dim, memory.dtype, memory.device, c.value_dim)
             for _ in self.decoder.layers
         ]
-        cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder.layers]
+        cross = [layer.cross_attn.cached_kv(memory) for layer in self.decoder.layers]
         return DecoderState(caches, cross, memory_mask, beam)
 
     def decode_step(self, tokens: Tensor, state: DecoderState) -> Tensor:
