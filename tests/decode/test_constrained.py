@@ -88,3 +88,26 @@ def test_dealing_keeps_places_for_hypotheses_that_progress():
         ScriptedStepper(2, 12), torch.tensor([2]), [[[11, 10, 9, 8]]], beam_size=2, **COMMON
     )
     assert contains(hyps[0][0].tokens, [11, 10, 9, 8])
+
+
+class NaturalSentence(ScriptedStepper):
+    """A model that wants to say 4 5 6 and end (p 0.45 each), gives the constrained word 7 p 0.04
+    wherever it goes (7 does not move the sentence on), and EOS p 0.3 before the sentence is done."""
+
+    def log_probs(self, prefix: tuple[int, ...]) -> torch.Tensor:
+        said = [t for t in prefix if t != 7]
+        natural = ([4, 5, 6, EOS] + [EOS] * len(prefix))[len(said)]
+        probs = torch.zeros(self.vocab, dtype=torch.float64)
+        others = [t for t in (1, 4, 5, 6) if t != natural]
+        probs[others] = 0.21 / len(others)
+        probs[7], probs[EOS], probs[natural] = 0.04, 0.3, 0.45
+        return probs.log()
+
+
+def test_an_output_ends_where_ending_is_among_the_best_choices_not_just_after_its_phrases():
+    # Ending right after the phrase (7 EOS: log P -4.42, score -4.03) outscores the whole sentence
+    # with it (e.g. 7 4 5 6 EOS: -6.41, score -4.72), but EOS was never among the search's best
+    # choices there: as in plain beam search, the output ends only where ending ranks.
+    hyps = constrained_beam_search(NaturalSentence(2, 8), torch.tensor([10]), [[[7]]], beam_size=2, **COMMON)
+    tokens = hyps[0][0].tokens
+    assert 7 in tokens and [t for t in tokens if t != 7] == [4, 5, 6], tokens

@@ -9,13 +9,18 @@ an output is ranked after every output that met its constraints).
 One step, per sentence, from its k live hypotheses:
 1. candidates: the 2k best extensions overall (as plain beam search), each hypothesis's best next
    token, and each hypothesis's allowed constraint tokens (the next token of the phrase it is in,
-   or the first token of every phrase it has not met);
-2. every hypothesis that met everything may end: its EOS extension joins the sentence's pool of
-   finished outputs (which keeps the k best), whatever its rank among the candidates;
-3. the other candidates are grouped into banks by the number of constraint tokens met, and the k
-   places are dealt round-robin from the bank with the most met to the one with the fewest, each
-   bank giving its best remaining candidate: hypotheses that make progress on the constraints
-   keep places even when their score is lower.
+   or the first token of every phrase it has not met); EOS only for hypotheses that met everything;
+2. the candidates are grouped into banks by the number of constraint tokens met, and k places are
+   dealt round-robin from the bank with the most met to the one with the fewest, each bank giving
+   its best remaining candidate: hypotheses that make progress on the constraints keep places
+   even when their score is lower;
+3. as in plain beam search, an EOS candidate dealt one of those k places ends its hypothesis (it
+   joins the sentence's pool of finished outputs, which keeps the k best), and the k live places
+   are dealt again from the other candidates.
+So an output ends where ending is among the search's best choices, as in plain beam search, not
+merely where it is allowed: letting every hypothesis that met its phrases end at every step fills
+the pool with outputs cut short just after their last phrase (an EOS the model thought unlikely
+but whose log P, summed over fewer tokens, outscores the full translation's).
 A sentence without constraints has one bank, and its search is exactly `beam_search`.
 """
 
@@ -125,12 +130,6 @@ class _ConstrainedBeams(_Beams):
             1, pos[:, :, None].expand(-1, -1, total)
         )
 
-    def _full(self) -> Tensor:
-        """A sentence with constraints stops only by the bound: its pool fills with every
-        hypothesis allowed to end, not with the k best candidates as in plain beam search."""
-        constrained = torch.tensor([bool(p) for p in self.phrases], device=self.fin_scores.device)
-        return super()._full() & ~constrained
-
     def block_eos(self, logp: Tensor, step: int, eos_id: int) -> None:
         """Hypotheses that have not met every phrase may not end, except at the length cap."""
         for i, states in enumerate(self.progress):
@@ -160,54 +159,49 @@ class _ConstrainedBeams(_Beams):
                 out[i][(b, t)] = s
         return out
 
-    def _finish_step(
-        self, cand: Tensor, top: Tensor, beam: Tensor, token: Tensor, step: int, eos_id: int, lp: float
-    ):
-        """EOS candidates join the pools: in a sentence without constraints those among the k best
-        (as `beam_search`); in one with constraints every hypothesis allowed to end does (its
-        EOS may rank below unfinished hypotheses that still owe phrases: the pool sorts them)."""
-        n, k = cand.shape[:2]
-        total = self.live_seqs.size(2)
-        constrained = torch.tensor([bool(p) for p in self.phrases], device=cand.device)  # (n,)
-        finishing = token.eq(eos_id) & top.isfinite() & ~constrained[:, None]
-        finishing[:, k:] = False
+    def _ends(self, ends: Tensor, step: int, eos_id: int, lp: float) -> None:
+        """Hypotheses whose EOS was dealt a place join the pools. ends (n, k): that EOS
+        extension's summed log P, -inf where beam b does not end."""
+        finishing = ends.isfinite()
         if bool(finishing.any()):
-            seqs = self.live_seqs.gather(1, beam[:, :, None].expand(-1, -1, total))  # (n, c, T)
-            seqs[:, :, step - 1] = token
-            self.finish(seqs, top, finishing, step, lp, torch.ones_like(finishing))
-        eos = cand[:, :, eos_id]  # (n, k): -inf where a hypothesis may not end yet
-        ending = eos.isfinite() & constrained[:, None]
-        if bool(ending.any()):
             met = torch.tensor([[state.complete() for state in states] for states in self.progress])
             seqs = self.live_seqs.clone()
             seqs[:, :, step - 1] = eos_id
-            self.finish(seqs, eos, ending, step, lp, met.to(cand.device))
+            self.finish(seqs, ends, finishing, step, lp, met.to(ends.device))
+
+    def _allocate(self, i: int, found: dict[tuple[int, int], float], eos_id: int) -> tuple[list, list]:
+        """Sentence i's beams that end (those whose EOS is dealt one of the k places) and its k live
+        places (dealt from the rest): lists of (summed log P, beam, token, Progress)."""
+        phrases, states, k = self.phrases[i], self.progress[i], self.live_scores.size(1)
+        banks: dict[int, list] = {}
+        for (b, t), s in found.items():
+            state = states[b] if t == eos_id else states[b].after(t, phrases)
+            banks.setdefault(state.tokens_met(phrases), []).append((s, b, t, state))
+        ending = [c for c in _deal(banks, k) if c[2] == eos_id]
+        live = {met: [c for c in bank if c[2] != eos_id] for met, bank in banks.items()}
+        return ending, _deal(live, k)
 
     def advance(self, logp: Tensor, step: int, eos_id: int, lp: float) -> tuple[Tensor, Tensor]:
-        """As `_Beams.advance`, with the live places dealt by dynamic beam allocation."""
+        """As `_Beams.advance`, with the places dealt by dynamic beam allocation."""
         n, k, vocab = logp.shape
         self.block_eos(logp, step, eos_id)
         cand = self.live_scores[:, :, None] + logp  # (n, k, vocab)
-        top, index = cand.view(n, k * vocab).topk(min(2 * k, k * vocab), dim=1)  # (n, c)
-        beam, token = index // vocab, index % vocab
-        self._finish_step(cand, top, beam, token, step, eos_id, lp)
+        index = cand.view(n, k * vocab).topk(min(2 * k, k * vocab), dim=1).indices  # (n, c)
         chosen_beam = torch.zeros(n, k, dtype=torch.long)
         chosen_token = torch.full((n, k), eos_id, dtype=torch.long)
-        scores = torch.full((n, k), -math.inf)
+        scores, ends = torch.full((n, k), -math.inf), torch.full((n, k), -math.inf)
         progress = []
         for i, found in enumerate(self._candidates(cand, index)):
-            banks: dict[int, list] = {}
-            for (b, t), s in found.items():
-                if t != eos_id:
-                    state = self.progress[i][b].after(t, self.phrases[i])
-                    banks.setdefault(state.tokens_met(self.phrases[i]), []).append((s, b, t, state))
-            chosen = _deal(banks, k)
+            ending, chosen = self._allocate(i, found, eos_id)
+            for s, b, _, _ in ending:
+                ends[i, b] = s
             for j, (s, b, t, _) in enumerate(chosen):
                 scores[i, j], chosen_beam[i, j], chosen_token[i, j] = s, b, t
             fill = self.progress[i][0]  # empty places keep some state; their score is -inf
             progress.append([c[3] for c in chosen] + [fill] * (k - len(chosen)))
-        self.progress = progress
         device = self.live_seqs.device
+        self._ends(ends.to(device), step, eos_id, lp)
+        self.progress = progress
         self.live_scores = scores.to(device)
         chosen_beam, chosen_token = chosen_beam.to(device), chosen_token.to(device)
         self.live_seqs = self.live_seqs.gather(
