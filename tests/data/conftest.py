@@ -145,4 +145,4 @@ def bible_data_dir(tmp_path_factory):
         pytest.skip(f"{SWORD_ROOT} missing: run `make deb`")
     from aiayn.data.prepare import prepare
 
-    return prepare(tmp_path_factory.mktemp("bible") / "data", corpus="bible-es-en", progress=False)
+    return prepare(tmp_path_factory.mktemp("bible") / "data", "bible-es-en", progress=False)

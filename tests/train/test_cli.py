@@ -79,9 +79,10 @@ def write_corpus(directory: Path, n: int = 400) -> tuple[Path, Path]:
 @pytest.mark.slow
 def test_end_to_end_prepare_train_average_load_plot(tmp_path, capsys):
     from aiayn.data.prepare import prepare
+    from aiayn.data.sources import PairFiles, SplitFiles
 
     src, tgt = write_corpus(tmp_path)
-    data = prepare(tmp_path / "data", src=src, tgt=tgt, vocab_size=120, progress=False)
+    data = prepare(tmp_path / "data", SplitFiles(PairFiles(src, tgt)), vocab_size=120, progress=False)
     run = tmp_path / "run"
     overrides = [
         "d_model=64",

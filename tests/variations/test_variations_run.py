@@ -21,14 +21,16 @@ TOY = [
 @pytest.fixture(scope="module")
 def toy_data(tmp_path_factory):
     from aiayn.data.prepare import prepare
+    from aiayn.data.sources import PairFiles, SplitFiles
 
     root = tmp_path_factory.mktemp("variations")
     for name, pairs in (("corpus", toy_pairs(300, seed=1)), ("dev", toy_pairs(12, seed=2))):
         (root / f"{name}.es").write_text("".join(s + "\n" for s, _ in pairs))
         (root / f"{name}.en").write_text("".join(t + "\n" for _, t in pairs))
-    files = dict(src=root / "corpus.es", tgt=root / "corpus.en")
-    dev = dict(valid_src=root / "dev.es", valid_tgt=root / "dev.en")
-    return prepare(root / "data", **files, **dev, vocab_size=60, progress=False)
+    files = SplitFiles(
+        PairFiles(root / "corpus.es", root / "corpus.en"), PairFiles(root / "dev.es", root / "dev.en")
+    )
+    return prepare(root / "data", files, vocab_size=60, progress=False)
 
 
 def _variations(data, out, steps):
