@@ -62,11 +62,13 @@ def cross_check(dataset: TokenDataset, batches: list[list[int]], n: int = 20) ->
 def ensure_data(data: Path | None) -> Path:
     if data is not None:
         return data
-    if not (DEFAULT_DATA / "meta.json").is_file():
+    from aiayn.data.datadir import DataDir
+
+    if not DataDir(DEFAULT_DATA).prepared:
         from aiayn.data.prepare import prepare
 
         print(f"preparing bible-es-en into {DEFAULT_DATA} (once)", flush=True)
-        prepare(DEFAULT_DATA, corpus="bible-es-en", progress=False)
+        prepare(DEFAULT_DATA, "bible-es-en", progress=False)
     return DEFAULT_DATA
 
 

@@ -1,6 +1,7 @@
-"""Shared test settings: deterministic, two threads (the CI machine has two cores), the toy
-translator's model directory (toy_translation.py), trained once per session, and a child process
-whose files cannot grow past a limit (a full disk, for the tests of atomic writes)."""
+"""Shared test settings: deterministic, two threads (the CI machine has two cores), the toy data of
+toy_translation.py (the toy translator's model directory, trained once per session, a data directory
+of its task, and small corpora written on demand), and a child process whose files cannot grow past
+a limit (a full disk, for the tests of atomic writes)."""
 
 import os
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 import aiayn
-from toy_translation import build_toy_model_dir
+from toy_translation import build_toy_model_dir, toy_pairs, unrelated_pairs, write_data_dir, write_parallel
 
 torch.set_num_threads(2)
 
@@ -25,6 +26,33 @@ def _seed():
 def toy_model_dir(tmp_path_factory) -> Path:
     """config.json + model.safetensors + spm.model of the toy translator."""
     return build_toy_model_dir(tmp_path_factory.mktemp("toy") / "model")
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory) -> Path:
+    """The training tests' data directory (toy_translation.write_data_dir): spm.model, train/valid shards."""
+    return write_data_dir(tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture(scope="session")
+def toy_data_dir(tmp_path_factory) -> Path:
+    """A data directory of the toy task with only what evaluation reads: raw/test.src and raw/test.tgt."""
+    data = tmp_path_factory.mktemp("decode-data")
+    (data / "raw").mkdir()
+    write_parallel(toy_pairs(40, seed=7), data / "raw" / "test.src", data / "raw" / "test.tgt")
+    return data
+
+
+@pytest.fixture
+def write_corpus(tmp_path):
+    """write_corpus(n, seed=0, names=("corpus.es", "corpus.en")) -> (src, tgt): n unrelated_pairs."""
+
+    def write(
+        n: int, seed: int = 0, names: tuple[str, str] = ("corpus.es", "corpus.en")
+    ) -> tuple[Path, Path]:
+        return write_parallel(unrelated_pairs(n, seed), tmp_path / names[0], tmp_path / names[1])
+
+    return write
 
 
 FILE_LIMIT_PRELUDE = """

@@ -1,79 +1,85 @@
-"""The tests' toy translator: random Spanish word strings and their word-for-word English, and a
-d_model=32 Transformer trained on them for a few seconds, so that it translates them, stops after a
-few words and has readable cross attention.
+"""The tests' toy data, all drawn by aiayn.toy's one generator (`sentences`, `word_for_word`):
 
-Used by the `toy_model_dir` fixture (tests/conftest.py) and benchmarks/serve_load.py.
+- `toy_pairs` and `build_toy_model_dir`: the toy translator (the `toy_model_dir` fixture) and the
+  Spanish->English pairs it is trained on; `toy_data_dir` (tests/conftest.py) holds 40 of them.
+- `unrelated_pairs`: pairs of random English sentences (the `write_corpus` fixture of the prepare
+  tests), where only the counts matter.
+- `write_data_dir` and `tiny_config`: the training tests' data directory (a SentencePiece model and
+  shards of a word-reversing made-up language) and a model that trains in well under a second a step.
+
+The Marian tests draw their own words (tests/interop/marian_helpers.py) with the same `sentences`.
 """
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
+from aiayn.config import ModelConfig, RunConfig, TrainConfig
+from aiayn.data.datadir import DataDir
+from aiayn.toy import build_toy_model_dir, sentences, toy_pairs, word_for_word, write_parallel
 
-from aiayn.config import EOS_ID, PAD_ID, ModelConfig
-from aiayn.data.tokenizer import Tokenizer
-from aiayn.model.io import save_model_dir
-from aiayn.model.linear import route_linears
-from aiayn.model.transformer import Transformer
+__all__ = [
+    "build_toy_model_dir",
+    "tiny_config",
+    "toy_pairs",
+    "unrelated_pairs",
+    "write_data_dir",
+    "write_parallel",
+]
 
-LEXICON = {
-    "el": "the", "la": "the", "un": "a", "una": "a", "casa": "house", "perro": "dog", "gato": "cat",
-    "sol": "sun", "luna": "moon", "agua": "water", "verde": "green", "grande": "big", "come": "eats",
-    "bebe": "drinks", "mira": "sees", "duerme": "sleeps",
-}  # fmt: skip
-
-
-def toy_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
-    """n random (Spanish, English) pairs of 1 to 6 words."""
-    rng, words = random.Random(seed), list(LEXICON)
-    pairs = []
-    for _ in range(n):
-        src = [rng.choice(words) for _ in range(rng.randint(1, 6))]
-        pairs.append((" ".join(src), " ".join(LEXICON[w] for w in src)))
-    return pairs
-
-
-def _padded(seqs: list[list[int]]) -> torch.Tensor:
-    out = torch.full((len(seqs), max(map(len, seqs))), PAD_ID, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = torch.tensor(s)
-    return out
+COMMON_WORDS = [
+    "the", "a", "of", "to", "and", "in", "that", "is", "for", "it", "with", "as", "was", "on", "be", "at",
+    "by", "this", "had", "not", "are", "but", "from", "or", "have", "an", "they", "which", "one", "you",
+    "were", "all", "we", "when", "there", "can", "been", "has", "more", "if", "will", "would", "about",
+    "so", "what", "their", "said", "each", "she", "do", "how", "up", "out", "them", "then", "many", "some",
+    "time", "these", "two", "may", "into", "could", "people", "other", "than", "first", "water", "long",
+    "day", "did", "get", "come", "made", "over", "sound", "most", "number", "now", "find", "know", "place",
+    "year", "back", "give", "good"
+]  # fmt: skip
+MADE_UP = ["ala", "bek", "cor", "dun", "eli", "fam", "gor", "hul"] + ["ix", "jep", "kor", "lum", "mon", "nef"]
+REVERSED_LANGUAGE = {w: w[::-1] + "o" for w in MADE_UP}  # word for word, in reverse order
 
 
-def _train(model: Transformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]], steps: int) -> None:
-    src_ids, tgt_ids = tokenizer.encode([s for s, _ in pairs]), tokenizer.encode([t for _, t in pairs])
-    src = _padded([s + [EOS_ID] for s in src_ids])  # (n, src_len)
-    start = model.config.start_id  # <pad>: a zero vector (the default decoder start)
-    tgt_in, tgt_out = _padded([[start] + t for t in tgt_ids]), _padded([t + [EOS_ID] for t in tgt_ids])
-    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
-    model.train()
-    for step in range(steps):
-        rows = torch.arange(step * 64, step * 64 + 64) % len(pairs)
-        logits = model(src[rows], tgt_in[rows])  # (64, tgt_len, vocab)
-        loss = F.cross_entropy(logits.flatten(0, 1), tgt_out[rows].flatten(), ignore_index=PAD_ID)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    model.eval()
+def unrelated_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """n pairs of random sentences of 3 to 12 common English words, source and target unrelated."""
+    text = sentences(COMMON_WORDS, 2 * n, seed, (3, 12))
+    return list(zip(text[::2], text[1::2], strict=True))
 
 
-def build_toy_model_dir(out_dir: Path, steps: int = 400) -> Path:
-    """config.json + model.safetensors + spm.model of the toy translator (2+2 layers, 4 heads)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pairs = toy_pairs(4096)
-    tokenizer = Tokenizer.train([x for pair in pairs for x in pair], out_dir / "spm.model", vocab_size=80)
-    torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=tokenizer.vocab_size, d_model=32, d_ff=64, n_heads=4, n_layers=2, dropout=0.0
+def write_data_dir(path: Path, n_train: int = 240, n_valid: int = 24, vocab_size: int = 80) -> Path:
+    """A data directory of the made-up language: spm.model, train and valid shards, a short meta.json."""
+    from aiayn.data.dataset import ShardWriter
+    from aiayn.data.tokenizer import Tokenizer
+
+    path.mkdir(parents=True, exist_ok=True)
+    splits = {
+        "train": word_for_word(n_train, 1, REVERSED_LANGUAGE, (2, 9), reverse=True),
+        "valid": word_for_word(n_valid, 2, REVERSED_LANGUAGE, (2, 9), reverse=True),
+    }
+    data = DataDir(path)
+    tok = Tokenizer.train([side for pair in splits["train"] for side in pair], data.spm_path, vocab_size)
+    for split, pairs in splits.items():
+        writer = ShardWriter(path, split, tok.vocab_size)
+        writer.add(tok.encode([p[0] for p in pairs]), tok.encode([p[1] for p in pairs]))
+        writer.close()
+    data.write_meta({"pairs": {k: len(v) for k, v in splits.items()}, "src_lang": "xx", "tgt_lang": "yy"})
+    return path
+
+
+def tiny_config(**train) -> RunConfig:
+    """A 1-layer d_model=32 model and a 6-step recipe; `train` overrides TrainConfig fields."""
+    model = ModelConfig(d_model=32, d_ff=64, n_heads=2, n_layers=1, dropout=0.1)
+    defaults = dict(
+        max_tokens=200,
+        accumulation=1,
+        warmup_steps=10,
+        lr_peak=3e-3,
+        max_steps=6,
+        eval_every=1000,
+        log_every=2,
+        save_every=None,
+        save_minutes=None,
+        keep_last=10,
+        cpu_matmul="onednn",  # no timing-dependent choice: runs compared bit for bit must agree
     )
-    model = route_linears(Transformer(config))  # products through oneDNN, as aiayn's trainer does
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # matrices this small gain nothing from threads; a busy machine loses a lot
-    try:
-        _train(model, tokenizer, pairs, steps)
-    finally:
-        torch.set_num_threads(threads)
-    return save_model_dir(model, out_dir, src_lang="es", tgt_lang="en")
+    return RunConfig(model=model, train=TrainConfig(**{**defaults, **train}))

@@ -21,6 +21,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from tqdm import tqdm
 
 from aiayn.config import DecodeConfig
+from aiayn.data.datadir import DataDir
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
@@ -67,7 +68,7 @@ def evaluate_files(hyp_path: str | Path, ref_path: str | Path) -> dict[str, Any]
 
 
 def _translator(
-    model: Translator | Transformer | str | Path, data_dir: Path, device: Any, int8: bool = False
+    model: Translator | Transformer | str | Path, data: DataDir, device: Any, int8: bool = False
 ) -> Translator:
     """A Translator from a Translator, a model directory, or a Transformer (+ the data's spm.model)."""
     if int8 and not isinstance(model, (str, Path)):
@@ -75,13 +76,11 @@ def _translator(
     if isinstance(model, Translator):
         return model
     if isinstance(model, torch.nn.Module):
-        from aiayn.data.tokenizer import Tokenizer
-
         model = getattr(model, "module", model)  # DistributedDataParallel
         model = getattr(model, "_orig_mod", model)  # torch.compile
         if not isinstance(model, Transformer):
             raise AiaynError(f"evaluate_model needs a Transformer, got {type(model).__name__}")
-        return Translator(model, Tokenizer.load(data_dir / "spm.model"))
+        return Translator(model, data.tokenizer())
     return Translator.load(model, device, int8=int8)
 
 
@@ -117,12 +116,12 @@ def evaluate_model(
     out_dir/{split}.hyp and the scores to out_dir/scores.json. `limit`: the first N sentences only.
     `int8`: load the model directory for int8 inference (CPU; aiayn.model.quantize).
     """
-    data_dir = Path(data_dir)
-    src_path, ref_path = data_dir / "raw" / f"{split}.src", data_dir / "raw" / f"{split}.tgt"
+    data = DataDir(data_dir)
+    src_path, ref_path = data.raw(split, "src"), data.raw(split, "tgt")
     sources, references = read_lines(src_path)[:limit], read_lines(ref_path)[:limit]
     if len(sources) != len(references):
         raise AiaynError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
-    translator = _translator(model, data_dir, device, int8)
+    translator = _translator(model, data, device, int8)
     d = decode_config or DecodeConfig()
     was_training = translator.model.training
     translator.model.eval()

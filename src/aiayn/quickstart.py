@@ -8,10 +8,10 @@ training curves. Every stage is reused when it is already done, so a re-run resu
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from aiayn.config import DecodeConfig, ModelConfig, RunConfig, TrainConfig
+from aiayn.data.datadir import DataDir
 from aiayn.errors import AiaynError
 
 # The recipe for a ~29k-pair corpus on a 2-core CPU, tuned on the dev books (see README).
@@ -75,11 +75,11 @@ def _train_and_average(data_dir: Path, out: Path, steps: int | None, minutes: fl
     return model_dir
 
 
-def _samples(data_dir: Path, hyp_path: Path, count: int) -> list[tuple[str, str, str]]:
+def _samples(data: DataDir, hyp_path: Path, count: int) -> list[tuple[str, str, str]]:
     """`count` (source, reference, hypothesis) triples spread evenly over the test set."""
     hyp = hyp_path.read_text(encoding="utf-8").splitlines()
-    src = (data_dir / "raw" / "test.src").read_text(encoding="utf-8").splitlines()[: len(hyp)]
-    ref = (data_dir / "raw" / "test.tgt").read_text(encoding="utf-8").splitlines()[: len(hyp)]
+    src = data.raw("test", "src").read_text(encoding="utf-8").splitlines()[: len(hyp)]
+    ref = data.raw("test", "tgt").read_text(encoding="utf-8").splitlines()[: len(hyp)]
     step = max(1, len(src) // count)
     return [(src[i], ref[i], hyp[i]) for i in range(step // 2, len(src), step)][:count]
 
@@ -120,17 +120,16 @@ def quickstart(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     _say(f"== preparing {corpus} in {out / 'data'}")
-    data_dir = prepare(out / "data", corpus=corpus)
-    meta = json.loads((data_dir / "meta.json").read_text(encoding="utf-8"))
-    _say(f"   pairs: {meta['pairs']}")
-    model_dir = _train_and_average(data_dir, out, steps, minutes)
+    data = DataDir(prepare(out / "data", corpus))
+    _say(f"   pairs: {data.meta['pairs']}")
+    model_dir = _train_and_average(data.path, out, steps, minutes)
     _say("== translating the test books (beam 4, alpha 0.6)")
     scores = evaluate_model(
-        model_dir, data_dir, "test", DecodeConfig(), out_dir=out / "eval", limit=test_limit, progress=True
+        model_dir, data.path, "test", DecodeConfig(), out_dir=out / "eval", limit=test_limit, progress=True
     )
     _say(scores["bleu_text"])
     _say(scores["chrf_text"])
-    samples = _samples(data_dir, Path(scores["hypotheses"]), SAMPLE_COUNT)
+    samples = _samples(data, Path(scores["hypotheses"]), SAMPLE_COUNT)
     _say("== sample translations")
     for src, ref, hyp in samples:
         _say(f"   source:    {src}\n   reference: {ref}\n   aiayn:     {hyp}\n")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import signal
 import subprocess
@@ -13,11 +12,12 @@ import time
 import numpy as np
 import pytest
 
-from aiayn.cli import main
 from aiayn.data import prepare as prepare_module
 from aiayn.data.batching import TokenBatchSampler
+from aiayn.data.datadir import DataDir
 from aiayn.data.dataset import TokenDataset
-from aiayn.data.prepare import load_meta, prepare
+from aiayn.data.prepare import prepare
+from aiayn.data.sources import Filters, PairFiles, SplitFiles, choose_corpus
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import AiaynError
 
@@ -44,13 +44,14 @@ def corpus(tmp_path, write_corpus):
 
 def _prepare_corpus(out, corpus, **kwargs):
     src, tgt, valid, test = corpus
-    files = dict(src=src, tgt=tgt, valid_src=valid[0], valid_tgt=valid[1], test_src=test[0], test_tgt=test[1])
-    return prepare(out, **files, vocab_size=120, max_len=40, max_ratio=9, **{"progress": False, **kwargs})
+    files = SplitFiles(PairFiles(src, tgt), PairFiles(*valid), PairFiles(*test))
+    filters = Filters(max_len=40, max_ratio=9)
+    return prepare(out, files, filters=filters, vocab_size=120, **{"progress": False, **kwargs})
 
 
 def test_data_directory_layout_and_counts(tmp_path, corpus):
     out = _prepare_corpus(tmp_path / "data", corpus)
-    meta = load_meta(out)
+    meta = DataDir(out).meta
     assert meta["pairs"] == {"train": 300, "valid": 20, "test": 10}
     assert meta["dropped"]["train"] == {
         "bad_lines": 0,
@@ -117,10 +118,10 @@ def test_seeded_split_of_a_tsv(tmp_path, write_corpus):
     src, tgt = write_corpus(500, seed=3)
     tsv = tmp_path / "pairs.tsv"
     tsv.write_text("".join(f"{s}\t{t}\n" for s, t in zip(_lines(src), _lines(tgt), strict=True)))
-    a = prepare(tmp_path / "a", tsv=tsv, vocab_size=100, seed=1, progress=False)
-    b = prepare(tmp_path / "b", tsv=tsv, vocab_size=100, seed=1, progress=False)
-    c = prepare(tmp_path / "c", tsv=tsv, vocab_size=100, seed=2, progress=False)
-    meta = load_meta(a)
+    a = prepare(tmp_path / "a", SplitFiles(PairFiles(tsv=tsv)), vocab_size=100, seed=1, progress=False)
+    b = prepare(tmp_path / "b", SplitFiles(PairFiles(tsv=tsv)), vocab_size=100, seed=1, progress=False)
+    c = prepare(tmp_path / "c", SplitFiles(PairFiles(tsv=tsv)), vocab_size=100, seed=2, progress=False)
+    meta = DataDir(a).meta
     assert meta["pairs"] == {"train": 480, "valid": 10, "test": 10}
     assert (meta["src_lang"], meta["tgt_lang"]) == ("src", "tgt")
     assert _lines(a / "raw" / "test.src") == _lines(b / "raw" / "test.src") != _lines(c / "raw" / "test.src")
@@ -133,7 +134,9 @@ def test_overlapping_held_out_pairs_are_dropped_and_counted(tmp_path):
     src, tgt = tmp_path / "c.es", tmp_path / "c.en"
     src.write_text("".join(f"same {i % 2}\n" for i in range(300)))
     tgt.write_text("".join(f"t {i}\n" for i in range(300)))
-    meta = load_meta(prepare(tmp_path / "d", src=src, tgt=tgt, vocab_size=30, progress=False))
+    meta = DataDir(
+        prepare(tmp_path / "d", SplitFiles(PairFiles(src, tgt)), vocab_size=30, progress=False)
+    ).meta
     assert meta["pairs"]["valid"] == meta["pairs"]["test"] == 0
     assert (
         meta["dropped"]["valid"]["overlap_with_train"] == meta["dropped"]["test"]["overlap_with_train"] == 6
@@ -145,66 +148,39 @@ def test_skip_bad_lines_is_counted_in_meta(tmp_path, write_corpus):
     src.write_bytes(src.read_bytes() + b"bad \xff line\n")
     tgt.write_bytes(tgt.read_bytes() + b"fine\n")
     with pytest.raises(AiaynError, match=r"corpus.es:201: invalid UTF-8"):
-        prepare(tmp_path / "d", src=src, tgt=tgt, vocab_size=100, progress=False)
-    out = prepare(tmp_path / "d", src=src, tgt=tgt, vocab_size=100, skip_bad_lines=True, progress=False)
-    assert load_meta(out)["dropped"]["train"]["bad_lines"] == 1
+        prepare(tmp_path / "d", SplitFiles(PairFiles(src, tgt)), vocab_size=100, progress=False)
+    files = SplitFiles(PairFiles(src, tgt))
+    out = prepare(tmp_path / "d", files, vocab_size=100, skip_bad_lines=True, progress=False)
+    assert DataDir(out).meta["dropped"]["train"]["bad_lines"] == 1
 
 
 def test_argument_errors(tmp_path, corpus):
     src, tgt, _, _ = corpus
     with pytest.raises(AiaynError, match="exactly one corpus"):
-        prepare(tmp_path / "d", corpus="bible-es-en", src=src, tgt=tgt)
+        choose_corpus("bible-es-en", SplitFiles(PairFiles(src, tgt)))
     with pytest.raises(AiaynError, match="give both --src and --tgt"):
-        prepare(tmp_path / "d", src=src)
+        prepare(tmp_path / "d", SplitFiles(PairFiles(src)))
     with pytest.raises(AiaynError, match="not a prepared data directory"):
-        load_meta(tmp_path)
+        _ = DataDir(tmp_path).meta
 
 
-def test_cli_errors_are_one_line(tmp_path, capsys):
-    (tmp_path / "a.es").write_text("uno\ndos\n")
-    (tmp_path / "a.en").write_text("one\n")
-    code = main(
-        [
-            "prepare",
-            "--src",
-            str(tmp_path / "a.es"),
-            "--tgt",
-            str(tmp_path / "a.en"),
-            "--out",
-            str(tmp_path / "d"),
-        ]
-    )
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and err.count("\n") == 0
-    assert err.startswith("aiayn prepare: error: ") and "a.es has 2 lines but" in err and "a.en has 1" in err
-
-
-def test_cli_prepares_and_summarises(tmp_path, write_corpus, capsys):
-    src, tgt = write_corpus(300)
-    argv = [
-        "prepare",
-        "--src",
-        str(src),
-        "--tgt",
-        str(tgt),
-        "--out",
-        str(tmp_path / "d"),
-        "--vocab-size",
-        "100",
-    ]
-    assert main([*argv, "--no-progress", "--src-lang", "xx"]) == 0
-    out = capsys.readouterr().out
-    assert "xx->en" in out and "train 288" in out
-    assert json.loads((tmp_path / "d" / "meta.json").read_text())["src_lang"] == "xx"
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]"])
+def test_a_malformed_meta_json_is_a_one_line_error(tmp_path, text):
+    (tmp_path / "meta.json").write_text(text)
+    with pytest.raises(AiaynError, match="meta.json: not (valid JSON|a JSON object)") as error:
+        _ = DataDir(tmp_path).meta
+    assert "\n" not in str(error.value)
 
 
 def test_reuses_a_vocabulary_unchanged(tmp_path, corpus, write_corpus):
     first = _prepare_corpus(tmp_path / "first", corpus)
     src, tgt = write_corpus(200, seed=7, names=("other.es", "other.en"))
     for spm in (first, first / "spm.model"):  # a data or model directory, or the file itself
-        out = prepare(tmp_path / "second", src=src, tgt=tgt, spm=spm, progress=False, force=True)
+        out = prepare(
+            tmp_path / "second", SplitFiles(PairFiles(src, tgt)), spm=spm, progress=False, force=True
+        )
         assert (out / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
-    meta = load_meta(out)
+    meta = DataDir(out).meta
     tokenizer = Tokenizer.load(first / "spm.model")
     assert meta["vocab_size"] == meta["requested_vocab_size"] == tokenizer.vocab_size
     assert meta["tokenizer"]["trained_on"] == f"reused: {(first / 'spm.model').resolve()}"
@@ -219,7 +195,7 @@ def test_a_reused_vocabulary_counts_unknown_characters(tmp_path, corpus):
     first = _prepare_corpus(tmp_path / "first", corpus)
     tsv = tmp_path / "digits.tsv"
     tsv.write_text("".join(f"the {i} water\tday {i}\n" for i in range(200)))
-    meta = load_meta(prepare(tmp_path / "d", tsv=tsv, spm=first, progress=False))
+    meta = DataDir(prepare(tmp_path / "d", SplitFiles(PairFiles(tsv=tsv)), spm=first, progress=False)).meta
     # the first corpus has no digits: each number is one unk piece on each side
     for side in ("src", "tgt"):
         assert sum(meta["unk"][split][side] for split in ("train", "valid", "test")) == 200
@@ -229,55 +205,50 @@ def test_a_reused_vocabulary_counts_unknown_characters(tmp_path, corpus):
 def test_vocabulary_reuse_errors(tmp_path, corpus):
     src, tgt, _, _ = corpus
     first = _prepare_corpus(tmp_path / "first", corpus)
-    size = load_meta(first)["vocab_size"]
+    size = DataDir(first).meta["vocab_size"]
     with pytest.raises(AiaynError, match=f"has {size} pieces but --vocab-size asks for 8000"):
-        prepare(tmp_path / "d", src=src, tgt=tgt, spm=first, vocab_size=8000)
+        prepare(tmp_path / "d", SplitFiles(PairFiles(src, tgt)), spm=first, vocab_size=8000)
     with pytest.raises(AiaynError, match="no SentencePiece model there"):
-        prepare(tmp_path / "d", src=src, tgt=tgt, spm=tmp_path)
+        prepare(tmp_path / "d", SplitFiles(PairFiles(src, tgt)), spm=tmp_path)
     with pytest.raises(AiaynError, match="not a SentencePiece model"):
-        prepare(tmp_path / "d", src=src, tgt=tgt, spm=first / "meta.json")
+        prepare(tmp_path / "d", SplitFiles(PairFiles(src, tgt)), spm=first / "meta.json")
     assert not (tmp_path / "d").exists()
 
 
 def test_train_limit_keeps_a_seeded_sample(tmp_path, write_corpus):
     src, tgt = write_corpus(500, seed=3)
-    full = prepare(tmp_path / "full", src=src, tgt=tgt, vocab_size=100, progress=False)
+    files = SplitFiles(PairFiles(src, tgt))
+    full = prepare(tmp_path / "full", files, vocab_size=100, progress=False)
     a, b, c = (
-        prepare(tmp_path / name, src=src, tgt=tgt, vocab_size=100, train_limit=100, seed=seed, progress=False)
+        prepare(
+            tmp_path / name,
+            files,
+            filters=Filters(train_limit=100),
+            vocab_size=100,
+            seed=seed,
+            progress=False,
+        )
         for name, seed in (("a", 1), ("b", 1), ("c", 2))
     )
-    meta = load_meta(a)
+    meta = DataDir(a).meta
     assert meta["pairs"]["train"] == 100 and meta["filters"]["train_limit"] == 100
-    assert meta["dropped"]["train"]["train_limit"] == load_meta(full)["pairs"]["train"] - 100
+    assert meta["dropped"]["train"]["train_limit"] == DataDir(full).meta["pairs"]["train"] - 100
     sample, everything = _lines(a / "raw" / "train.src"), _lines(full / "raw" / "train.src")
     assert set(sample) <= set(everything) and sample == [s for s in everything if s in set(sample)]
     assert sample == _lines(b / "raw" / "train.src") != _lines(c / "raw" / "train.src")
     for split in ("valid", "test"):  # held-out pairs are drawn before the sample: the same as without it
         assert _lines(a / "raw" / f"{split}.src") == _lines(full / "raw" / f"{split}.src")
-    more = prepare(tmp_path / "more", src=src, tgt=tgt, vocab_size=100, train_limit=10_000, progress=False)
+    more = prepare(
+        tmp_path / "more", files, vocab_size=100, filters=Filters(train_limit=10_000), progress=False
+    )
     assert _lines(more / "raw" / "train.src") == everything
     with pytest.raises(AiaynError, match="--train-limit must be at least 1"):
-        prepare(tmp_path / "e", src=src, tgt=tgt, train_limit=0)
-
-
-def test_cli_reuses_a_vocabulary_with_a_train_limit(tmp_path, write_corpus, capsys):
-    src, tgt = write_corpus(300)
-    first = tmp_path / "first"
-    assert (
-        main(["prepare", "--src", str(src), "--tgt", str(tgt), "--out", str(first), "--vocab-size", "100"])
-        == 0
-    )
-    argv = ["prepare", "--src", str(src), "--tgt", str(tgt), "--out", str(tmp_path / "d")]
-    assert main([*argv, "--spm", str(first), "--train-limit", "50", "--no-progress"]) == 0
-    assert "train 50," in capsys.readouterr().out
-    assert (tmp_path / "d" / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
-    assert main([*argv, "--spm", str(first), "--vocab-size", "50", "--force"]) == 2
-    assert "--vocab-size asks for 50" in capsys.readouterr().err
+        prepare(tmp_path / "e", files, filters=Filters(train_limit=0))
 
 
 @pytest.mark.slow
 def test_prepare_bible(bible_data_dir):
-    meta = load_meta(bible_data_dir)
+    meta = DataDir(bible_data_dir).meta
     assert (meta["corpus"], meta["src_lang"], meta["tgt_lang"], meta["vocab_size"]) == (
         "bible-es-en",
         "es",
@@ -319,8 +290,8 @@ def test_a_killed_process_never_leaves_a_complete_looking_directory(tmp_path, wr
     process.wait()
     assert not out.exists()
     assert list(tmp_path.glob(".data.tmp-*"))  # the killed run's work, hidden
-    prepare(out, src=src, tgt=tgt, vocab_size=200, progress=False)
-    assert load_meta(out)["pairs"]["train"] > 0
+    prepare(out, SplitFiles(PairFiles(src, tgt)), vocab_size=200, progress=False)
+    assert DataDir(out).meta["pairs"]["train"] > 0
     assert not list(tmp_path.glob(".data.tmp-*"))
 
 
@@ -331,7 +302,7 @@ def test_long_held_out_pairs_stay_in_raw_text_but_out_of_the_shards(tmp_path, co
     lines[2] = "water " * 60  # more than max_len=40 pieces
     valid[0].write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     out = _prepare_corpus(tmp_path / "data", corpus, progress=True)
-    meta = load_meta(out)
+    meta = DataDir(out).meta
     assert meta["long_held_out"] == {
         "valid": {"pairs": 1, "first": f"{valid[0]}:3"},
         "test": {"pairs": 0, "first": None},
@@ -350,9 +321,10 @@ def test_held_out_pairs_drawn_from_train_are_named_by_their_train_line(tmp_path,
     for i in long_lines:
         lines[i] = f"word{i} " * 50
     src.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    limits = dict(vocab_size=100, max_len=40, max_ratio=100)
-    out = prepare(tmp_path / "data", src=src, tgt=tgt, **limits, progress=False)
-    meta = load_meta(out)
+    filters = Filters(max_len=40, max_ratio=100)
+    files = SplitFiles(PairFiles(src, tgt))
+    out = prepare(tmp_path / "data", files, filters=filters, vocab_size=100, progress=False)
+    meta = DataDir(out).meta
     first = meta["long_held_out"]["valid"]["first"]
     assert meta["long_held_out"]["valid"]["pairs"] >= 1 and first.startswith(f"{src}:")
     assert int(first.rpartition(":")[2]) - 1 in long_lines
@@ -363,7 +335,7 @@ def test_a_run_killed_between_its_renames_loses_nothing(tmp_path, corpus):
     out.rename(tmp_path / ".data.old-.data.tmp-abc123")  # what the old code's first rename did
     (tmp_path / ".data.tmp-abc123").mkdir()  # the finished work of the killed run
     _prepare_corpus(out, corpus)
-    assert load_meta(out)["pairs"]["train"] == 300
+    assert DataDir(out).meta["pairs"]["train"] == 300
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 

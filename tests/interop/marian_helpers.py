@@ -1,17 +1,19 @@
 """Helpers for the Marian interop tests: SentencePiece models and vocabularies trained on synthetic
-text, and random-initialised MarianMTModel directories built locally (nothing is downloaded)."""
+text (aiayn.toy's generator over the words below), and random-initialised MarianMTModel directories
+built locally (nothing is downloaded)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import random
 import shutil
 import warnings
 from pathlib import Path
 
 import sentencepiece as spm
 import torch
+
+from aiayn.toy import sentences
 
 SOURCE_WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
 SOURCE_WORDS += ["eta", "theta", "iota", "kappa", "lambda", "omicron"]
@@ -20,8 +22,8 @@ TARGET_WORDS += ["sieben", "acht", "neun", "zehn", "elf", "zwölf"]
 
 
 def synthetic_text(words: list[str], n: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) for _ in range(n)]
+    """n seeded sentences of 3 to 9 of `words`."""
+    return sentences(words, n, seed, (3, 9))
 
 
 def train_spm(texts: list[str], prefix: Path, vocab_size: int, **ids: int) -> Path:

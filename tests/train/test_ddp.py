@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from toy_data import tiny_config
 
 from aiayn.train.trainer import train
+from toy_translation import tiny_config
 
 ROOT = Path(__file__).parent.parent.parent
 

@@ -6,7 +6,6 @@ import json
 
 import pytest
 import torch
-from toy_data import tiny_config
 
 from aiayn.config import ConfigError
 from aiayn.errors import AiaynError
@@ -15,6 +14,7 @@ from aiayn.train import eta, kernels
 from aiayn.train import trainer as trainer_module
 from aiayn.train.checkpoint import list_checkpoints
 from aiayn.train.trainer import train
+from toy_translation import tiny_config
 
 needs_onednn = pytest.mark.skipif(
     not linear_backend.enabled or linear_backend.forced, reason="oneDNN routing unavailable or forced"

@@ -1,9 +1,9 @@
 """Adam of section 5.3 on resume: the saved moments come back, the settings are the resumed run's."""
 
 import torch
-from toy_data import tiny_config
 
 from aiayn.train.optim import build_optimizer, restore_optimizer
+from toy_translation import tiny_config
 
 CPU = torch.device("cpu")
 

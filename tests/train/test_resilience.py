@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from toy_data import tiny_config
 
 from aiayn.config import RunConfig
 from aiayn.model.transformer import Transformer
 from aiayn.train.checkpoint import list_checkpoints, load_checkpoint
 from aiayn.train.trainer import train
+from toy_translation import tiny_config
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
@@ -24,8 +24,8 @@ KILLED_WRITER = """
 import sys, time
 import torch
 torch.set_num_threads({threads})  # as in this process: the same float summation order
-sys.path.insert(0, {here!r})
-from toy_data import tiny_config
+sys.path.insert(0, {tests!r})
+from toy_translation import tiny_config
 from aiayn.train import checkpoint
 from aiayn.train.trainer import train
 
@@ -54,7 +54,7 @@ def wait_for(path: Path, process: subprocess.Popen, seconds: float = 90) -> None
 def test_kill_9_during_checkpoint_write_keeps_the_previous_one(data_dir, tmp_path):
     run = tmp_path / "run"
     script = KILLED_WRITER.format(
-        threads=torch.get_num_threads(), here=str(HERE), data=str(data_dir), run=str(run)
+        threads=torch.get_num_threads(), tests=str(HERE.parent), data=str(data_dir), run=str(run)
     )
     process = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
     wait_for(run / "stalled", process)

@@ -5,7 +5,6 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file
-from toy_data import tiny_config
 
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_model_dir
@@ -13,6 +12,7 @@ from aiayn.model.transformer import Transformer
 from aiayn.train import trainer as trainer_module
 from aiayn.train.checkpoint import average_run, list_checkpoints
 from aiayn.train.trainer import train
+from toy_translation import tiny_config
 
 
 def weights(checkpoint_dir):

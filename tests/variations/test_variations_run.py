@@ -10,7 +10,7 @@ from aiayn.errors import AiaynError
 from aiayn.variations.rows import select_rows
 from aiayn.variations.run import Budget, finished, reference_config, train_row
 from aiayn.variations.table import COLUMNS
-from toy_translation import toy_pairs
+from toy_translation import toy_pairs, write_parallel
 
 TOY = [
     "d_model=32", "d_ff=64", "n_heads=2", "n_layers=1", "max_tokens=500", "update_tokens=500",
@@ -21,14 +21,13 @@ TOY = [
 @pytest.fixture(scope="module")
 def toy_data(tmp_path_factory):
     from aiayn.data.prepare import prepare
+    from aiayn.data.sources import PairFiles, SplitFiles
 
     root = tmp_path_factory.mktemp("variations")
-    for name, pairs in (("corpus", toy_pairs(300, seed=1)), ("dev", toy_pairs(12, seed=2))):
-        (root / f"{name}.es").write_text("".join(s + "\n" for s, _ in pairs))
-        (root / f"{name}.en").write_text("".join(t + "\n" for _, t in pairs))
-    files = dict(src=root / "corpus.es", tgt=root / "corpus.en")
-    dev = dict(valid_src=root / "dev.es", valid_tgt=root / "dev.en")
-    return prepare(root / "data", **files, **dev, vocab_size=60, progress=False)
+    train = write_parallel(toy_pairs(300, seed=1), root / "corpus.es", root / "corpus.en")
+    dev = write_parallel(toy_pairs(12, seed=2), root / "dev.es", root / "dev.en")
+    files = SplitFiles(PairFiles(*train), PairFiles(*dev))
+    return prepare(root / "data", files, vocab_size=60, progress=False)
 
 
 def _variations(data, out, steps):
@@ -41,6 +40,7 @@ def _csv(out):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow  # end to end: prepare, then train and measure two rows, resume, skip
 def test_two_rows_train_measure_resume_and_skip(toy_data, tmp_path, capsys):
     out = tmp_path / "table3"
     assert _variations(toy_data, out, 3) == 0

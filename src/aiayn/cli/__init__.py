@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 
 from aiayn.cli import parse as parse_cli
+from aiayn.cli import prepare as prepare_cli
 from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
 from aiayn.errors import AiaynError
 from aiayn.quickstart import QUICKSTART_STEPS
@@ -48,98 +49,12 @@ def _run_quickstart(args: argparse.Namespace) -> None:
 
 
 COMMANDS.append(_add_quickstart)
+COMMANDS.append(prepare_cli.add_prepare)
 
 
 def add_set_option(p: argparse.ArgumentParser, help: str) -> None:
     """`--set KEY=VALUE` (repeatable) into `args.overrides`, for `config.apply_overrides`."""
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
-
-
-def _add_prepare(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "prepare",
-        help="turn a corpus into a data directory (vocabulary, token shards, raw dev/test text)",
-        description="Prepare data (section 5.1): a built-in corpus or your own parallel text -> DATA_DIR.",
-    )
-    source = p.add_mutually_exclusive_group()
-    source.add_argument(
-        "--corpus",
-        metavar="NAME",
-        help="built-in: bible-es-en (default), bible-es-en-web, libreoffice-*, synthetic-trees (parsing)",
-    )
-    source.add_argument("--src", metavar="F", help="source sentences, one per line (with --tgt)")
-    source.add_argument("--tsv", metavar="F", help="source<TAB>target, one pair per line")
-    parse_cli.add_tree_sources(source, p)
-    p.add_argument("--tgt", metavar="F", help="target sentences, aligned line by line with --src")
-    p.add_argument("--out", required=True, metavar="DATA_DIR", help="the data directory to write")
-    for split in ("valid", "test"):
-        p.add_argument(f"--{split}-src", metavar="F", help=f"{split} source file (else split off train)")
-        p.add_argument(f"--{split}-tgt", metavar="F", help=f"{split} target file")
-        p.add_argument(f"--{split}-tsv", metavar="F", help=f"{split} pairs as TSV")
-    p.add_argument("--src-lang", help="source language code (default: the --src file's suffix)")
-    p.add_argument("--tgt-lang", help="target language code (default: the --tgt file's suffix)")
-    p.add_argument("--vocab-size", type=int, help="joint BPE pieces (default 8000, trees 16000; paper 37000)")
-    p.add_argument(
-        "--spm",
-        metavar="F",
-        help="encode with this SentencePiece model (or a model/data directory's spm.model) instead of "
-        "training one: to fine-tune that model on this data (aiayn train --init-from)",
-    )
-    p.add_argument("--max-len", type=int, default=250, help="drop longer train pairs (tokens)")
-    p.add_argument("--max-ratio", type=float, default=9.0, help="drop train pairs with a larger length ratio")
-    p.add_argument(
-        "--train-limit", type=int, metavar="N", help="keep a seeded random sample of N train pairs"
-    )
-    p.add_argument(
-        "--seed", type=int, default=1, help="seed of the split of your own files and of the sample"
-    )
-    p.add_argument("--force", action="store_true", help="prepare again even if DATA_DIR is already prepared")
-    p.add_argument("--skip-bad-lines", action="store_true", help="skip (and count) invalid UTF-8 / TSV lines")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.set_defaults(handler=_run_prepare)
-
-
-def _run_prepare(args: argparse.Namespace) -> None:
-    from aiayn.data.prepare import load_meta, prepare
-
-    if parse_cli.wants_trees(args):
-        return parse_cli.run_prepare(args)
-    user_files = [args.src, args.tgt, args.tsv, args.valid_src, args.valid_tgt, args.valid_tsv]
-    user_files += [args.test_src, args.test_tgt, args.test_tsv]
-    out = prepare(
-        args.out,
-        corpus=args.corpus or (None if any(user_files) else "bible-es-en"),
-        src=args.src,
-        tgt=args.tgt,
-        tsv=args.tsv,
-        valid_src=args.valid_src,
-        valid_tgt=args.valid_tgt,
-        valid_tsv=args.valid_tsv,
-        test_src=args.test_src,
-        test_tgt=args.test_tgt,
-        test_tsv=args.test_tsv,
-        src_lang=args.src_lang,
-        tgt_lang=args.tgt_lang,
-        vocab_size=args.vocab_size,
-        spm=args.spm,
-        max_len=args.max_len,
-        max_ratio=args.max_ratio,
-        train_limit=args.train_limit,
-        seed=args.seed,
-        force=args.force,
-        skip_bad_lines=args.skip_bad_lines,
-        progress=not args.no_progress,
-    )
-    meta = load_meta(out)
-    pairs = ", ".join(f"{split} {n:,}" for split, n in meta["pairs"].items())
-    dropped = sum(n for split in meta["dropped"].values() for n in split.values())
-    print(
-        f"{out}: {meta['src_lang']}->{meta['tgt_lang']}, {pairs} pairs, "
-        f"vocabulary {meta['vocab_size']:,}, {dropped:,} pairs dropped (see meta.json)"
-    )
-
-
-COMMANDS.append(_add_prepare)
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:

@@ -36,7 +36,7 @@ def wants_trees(args: argparse.Namespace) -> bool:
 
 
 def run_prepare(args: argparse.Namespace) -> None:
-    from aiayn.data.prepare import load_meta
+    from aiayn.data.datadir import DataDir
     from aiayn.parse.prepare import prepare_trees
 
     text_only = {
@@ -63,7 +63,7 @@ def run_prepare(args: argparse.Namespace) -> None:
         force=args.force,
         progress=not args.no_progress,
     )
-    meta = load_meta(out)
+    meta = DataDir(out).meta
     trees = ", ".join(f"{split} {n:,}" for split, n in meta["pairs"].items())
     dropped = sum(n for split in meta["dropped"].values() for n in split.values())
     print(
@@ -89,13 +89,12 @@ def add_evaluate_options(p: argparse.ArgumentParser) -> None:
 
 
 def wants_parseval(args: argparse.Namespace) -> bool:
-    from aiayn.parse.prepare import is_parse_data
+    from aiayn.data.datadir import DataDir
 
     if args.metric is not None or args.baseline:
         return args.metric == "parseval" or bool(args.baseline)
-    return (
-        bool(args.data_dir) and (Path(args.data_dir) / "meta.json").is_file() and is_parse_data(args.data_dir)
-    )
+    data = DataDir(args.data_dir) if args.data_dir else None
+    return data is not None and data.prepared and data.is_parse
 
 
 def fill_search_defaults(args: argparse.Namespace, parse: bool) -> None:

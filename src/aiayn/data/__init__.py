@@ -3,5 +3,7 @@
 Modules (imported by their full names, so that `aiayn prepare` does not load torch):
 `corpus` (reading and validating parallel text), `builtin` (corpora from Debian packages),
 `tokenizer` (joint SentencePiece BPE), `dataset` (memory-mapped token shards), `batching`
-(token-bucketed, seeded, rank-sharded batches) and `prepare` (the `aiayn prepare` command).
+(token-bucketed, seeded, rank-sharded batches), `prepare` (the `aiayn prepare` command), `sources`
+(what prepare reads: a corpus's name or `SplitFiles`, and its `Filters`) and `datadir` (`DataDir`, the
+one reader of a prepared data directory).
 """

@@ -20,7 +20,6 @@ raw/{split}.{src,tgt} for split in train, valid, test.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import sys
@@ -34,14 +33,15 @@ from tqdm import tqdm
 
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from aiayn.data.builtin import get_corpus
+from aiayn.data.datadir import RAW_DIR, SPLITS, SPM_FILE, DataDir
 from aiayn.data.dataset import ShardWriter, TokenDataset, token_dtype
+from aiayn.data.sources import Filters, SplitFiles
 from aiayn.data.stage import Stage, open_text, read_lines, sample_train, stage_builtin, stage_user
 from aiayn.data.tokenizer import CHARACTER_COVERAGE, Tokenizer
 from aiayn.errors import AiaynError
 from aiayn.safe_io import building_directory
 
 FORMAT_VERSION = 1
-SPLITS = ("train", "valid", "test")
 CHUNK = 20_000  # pairs encoded at a time
 DEFAULT_VOCAB_SIZE = 8000
 UNK_NOTE = 0.005  # with a reused vocabulary, say so when more than this share of train tokens is unk
@@ -54,14 +54,6 @@ DROP_REASONS = {
     "ratio": "the longer side has more than max_ratio times the tokens of the shorter (train only)",
 }
 _LANGUAGE_SUFFIX = re.compile(r"^[a-z]{2,3}([_-][A-Za-z]{2,4})?$")
-
-
-def load_meta(data_dir: str | Path) -> dict[str, Any]:
-    """The meta.json of a prepared data directory."""
-    path = Path(data_dir) / "meta.json"
-    if not path.is_file():
-        raise AiaynError(f"{data_dir}: not a prepared data directory (no meta.json); run `aiayn prepare`")
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _say(message: str, progress: bool) -> None:
@@ -78,11 +70,11 @@ def _chunks(stage_dir: Path, split: str) -> Iterator[tuple[list[str], list[str],
         yield chunk_src, list(islice(targets, CHUNK)), list(islice(origins, CHUNK))
 
 
-def _keep(src_len: int, tgt_len: int, max_len: int, max_ratio: float, counts: dict[str, int]) -> bool:
-    if max(src_len, tgt_len) > max_len:
+def _keep(src_len: int, tgt_len: int, filters: Filters, counts: dict[str, int]) -> bool:
+    if max(src_len, tgt_len) > filters.max_len:
         counts["too_long"] += 1
         return False
-    if max(src_len, tgt_len) > max_ratio * max(1, min(src_len, tgt_len)):
+    if max(src_len, tgt_len) > filters.max_ratio * max(1, min(src_len, tgt_len)):
         counts["ratio"] += 1
         return False
     return True
@@ -101,9 +93,9 @@ def _held_out_fits(lengths, max_len: int, origins: list[str], long: dict[str, An
 
 
 def _encode_split(
-    tokenizer: Tokenizer, work: Path, split: str, counts: dict[str, int], limits, progress: bool
+    tokenizer: Tokenizer, work: Path, split: str, counts: dict[str, int], filters: Filters, progress: bool
 ):
-    """Encode one staged split into shards and raw text; `limits` = (max_len, max_ratio).
+    """Encode one staged split into shards and raw text (train_limit is applied before, when staging).
 
     Train pairs outside the limits are dropped; valid/test pairs over max_len are kept in the raw text
     and left out of the shards. Returns the split's token counts (EOS included) and unk counts, per
@@ -114,9 +106,7 @@ def _encode_split(
     long: dict[str, Any] = {"pairs": 0, "first": None}
     total = counts["read"] - sum(v for k, v in counts.items() if k != "read")
     with ExitStack() as stack:
-        raw = [
-            stack.enter_context(open_text(work / "raw" / f"{split}.{side}", "w")) for side in ("src", "tgt")
-        ]
+        raw = [stack.enter_context(open_text(DataDir(work).raw(split, side), "w")) for side in ("src", "tgt")]
         bar = stack.enter_context(
             tqdm(total=total, desc=f"encode {split}", unit=" pairs", disable=not progress)
         )
@@ -124,9 +114,9 @@ def _encode_split(
             src_ids, tgt_ids = tokenizer.encode(sources), tokenizer.encode(targets)
             lengths = zip(map(len, src_ids), map(len, tgt_ids), strict=True)
             if split == "train":
-                keep = text = [i for i, (s, t) in enumerate(lengths) if _keep(s, t, *limits, counts)]
+                keep = text = [i for i, (s, t) in enumerate(lengths) if _keep(s, t, filters, counts)]
             else:
-                keep, text = _held_out_fits(lengths, limits[0], origins, long), range(len(sources))
+                keep, text = _held_out_fits(lengths, filters.max_len, origins, long), range(len(sources))
             writer.add([src_ids[i] for i in keep], [tgt_ids[i] for i in keep])
             for side, ids in (("src", src_ids), ("tgt", tgt_ids)):
                 unk[side] += sum(ids[i].count(UNK_ID) for i in keep)
@@ -143,26 +133,9 @@ def _language(path: str | Path | None, default: str) -> str:
     return suffix if _LANGUAGE_SUFFIX.match(suffix) else default
 
 
-def _user_inputs(src, tgt, tsv, valid_src, valid_tgt, valid_tsv, test_src, test_tgt, test_tsv):
-    def files(s, t, v, what):
-        if s is None and t is None and v is None:
-            return None
-        if v is not None and s is None and t is None:
-            return {"tsv": Path(v)}
-        if v is None and s is not None and t is not None:
-            return {"src": Path(s), "tgt": Path(t)}
-        raise AiaynError(f"give both --{what}src and --{what}tgt, or --{what}tsv alone")
-
-    train = files(src, tgt, tsv, "")
-    if train is None:
-        raise AiaynError("give a corpus: --corpus NAME, --src FILE --tgt FILE, or --tsv FILE")
-    return {"train": train, "valid": files(valid_src, valid_tgt, valid_tsv, "valid-"),
-            "test": files(test_src, test_tgt, test_tsv, "test-")}  # fmt: skip
-
-
 def _check_out(out: Path, force: bool) -> bool:
     """True if `out` is already prepared and should be left alone; errors if it is someone else's."""
-    if (out / "meta.json").is_file():
+    if DataDir(out).prepared:
         return not force
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise AiaynError(f"{out} exists and is not a data directory (no meta.json); choose another --out")
@@ -171,54 +144,41 @@ def _check_out(out: Path, force: bool) -> bool:
 
 def prepare(
     out_dir: str | Path,
+    corpus: str | SplitFiles,
     *,
-    corpus: str | None = None,
-    src: str | Path | None = None,
-    tgt: str | Path | None = None,
-    tsv: str | Path | None = None,
-    valid_src: str | Path | None = None,
-    valid_tgt: str | Path | None = None,
-    valid_tsv: str | Path | None = None,
-    test_src: str | Path | None = None,
-    test_tgt: str | Path | None = None,
-    test_tsv: str | Path | None = None,
-    src_lang: str | None = None,
-    tgt_lang: str | None = None,
+    filters: Filters | None = None,
     vocab_size: int | None = None,
     spm: str | Path | None = None,
-    max_len: int = 250,
-    max_ratio: float = 9.0,
-    train_limit: int | None = None,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
     seed: int = 1,
     force: bool = False,
     skip_bad_lines: bool = False,
     progress: bool = True,
 ) -> Path:
-    """Prepare a data directory from a built-in `corpus` or a user's files; returns its path.
+    """Prepare a data directory from `corpus`, a built-in corpus's name or a user's SplitFiles;
+    returns its path.
 
     `vocab_size` pieces (default 8000) are trained on the train split, unless `spm` names an existing
     SentencePiece model (a .model file, or a model or data directory holding spm.model) to encode
     with: its file is copied unchanged, so `aiayn train --init-from` accepts the model it belongs to.
-    `train_limit` keeps a seeded sample of that many train pairs (before the length filters).
+    `seed` splits valid/test off a user's train files when they are not given, draws the train_limit
+    sample (see Filters; default Filters()) and seeds the vocabulary's training.
     """
-    out = Path(out_dir)
-    user = (src, tgt, tsv, valid_src, valid_tgt, valid_tsv, test_src, test_tgt, test_tsv)
-    if (corpus is None) == all(p is None for p in user):
-        raise AiaynError("give exactly one corpus: --corpus NAME, or your own files (--src/--tgt or --tsv)")
-    if (vocab_size is not None and vocab_size < 16) or max_len < 1 or max_ratio < 1:
+    out, filters = Path(out_dir), filters or Filters()
+    if (vocab_size is not None and vocab_size < 16) or filters.max_len < 1 or filters.max_ratio < 1:
         raise AiaynError("--vocab-size must be at least 16, --max-len at least 1 and --max-ratio at least 1")
-    if train_limit is not None and train_limit < 1:
-        raise AiaynError(f"--train-limit must be at least 1, got {train_limit}")
+    if filters.train_limit is not None and filters.train_limit < 1:
+        raise AiaynError(f"--train-limit must be at least 1, got {filters.train_limit}")
     vocabulary = _reused_tokenizer(spm, vocab_size) if spm is not None else vocab_size or DEFAULT_VOCAB_SIZE
-    inputs = None if corpus else _user_inputs(*user)
+    corpus, inputs = (corpus, None) if isinstance(corpus, str) else (None, corpus.inputs())
     if corpus:
         get_corpus(corpus)  # an unknown name fails before anything is written
     with building(out, force, progress) as work:
         if work is not None:
             meta = _describe(corpus, inputs, src_lang, tgt_lang, seed)
-            limits = (max_len, max_ratio, train_limit)
-            meta.update(_build(work, corpus, inputs, vocabulary, limits, seed, skip_bad_lines, progress))
-            write_meta(work, meta)
+            meta.update(_build(work, corpus, inputs, vocabulary, filters, seed, skip_bad_lines, progress))
+            DataDir(work).write_meta(meta)
     return out
 
 
@@ -234,12 +194,6 @@ def building(out: Path, force: bool, progress: bool) -> Iterator[Path | None]:
         return
     with building_directory(out) as work:
         yield work
-
-
-def write_meta(work: Path, meta: dict[str, Any]) -> None:
-    """WORK/meta.json, the file that marks a data directory as complete."""
-    text = json.dumps(meta, indent=2, ensure_ascii=False) + "\n"
-    (work / "meta.json").write_text(text, encoding="utf-8")
 
 
 def _describe(corpus: str | None, inputs, src_lang: str | None, tgt_lang: str | None, seed: int) -> dict:
@@ -265,7 +219,7 @@ def _describe(corpus: str | None, inputs, src_lang: str | None, tgt_lang: str | 
 def _reused_tokenizer(spm: str | Path, vocab_size: int | None) -> Tokenizer:
     """`--spm`: the SentencePiece model to encode with (a file, or a directory holding spm.model)."""
     path = Path(spm)
-    tokenizer = Tokenizer.load(path / "spm.model" if path.is_dir() else path)
+    tokenizer = Tokenizer.load(path / SPM_FILE if path.is_dir() else path)
     if vocab_size is not None and vocab_size != tokenizer.vocab_size:
         raise AiaynError(
             f"--spm {tokenizer.path} has {tokenizer.vocab_size} pieces but --vocab-size asks for "
@@ -279,7 +233,7 @@ def tokenizer_meta(trained_on: str) -> dict[str, Any]:
     return {
         "type": "sentencepiece",
         "model_type": "bpe",
-        "model": "spm.model",
+        "model": SPM_FILE,
         "trained_on": trained_on,
         "character_coverage": CHARACTER_COVERAGE,
         **{"pad_id": PAD_ID, "unk_id": UNK_ID, "bos_id": BOS_ID, "eos_id": EOS_ID},
@@ -290,10 +244,10 @@ def _vocabulary(work: Path, vocabulary: Tokenizer | int, seed: int, progress: bo
     """Train the joint BPE on the staged train text, or copy the reused model unchanged."""
     if isinstance(vocabulary, Tokenizer):
         _say(f"encoding with the {vocabulary.vocab_size}-piece vocabulary {vocabulary.path}", progress)
-        return vocabulary.copy_to(work / "spm.model")
+        return vocabulary.copy_to(DataDir(work).spm_path)
     _say(f"training a {vocabulary}-piece joint BPE vocabulary on the train split", progress)
     train_text = chain(read_lines(work / "stage" / "train.src"), read_lines(work / "stage" / "train.tgt"))
-    tokenizer = Tokenizer.train(train_text, work / "spm.model", vocabulary, seed=seed)
+    tokenizer = Tokenizer.train(train_text, DataDir(work).spm_path, vocabulary, seed=seed)
     if tokenizer.vocab_size < vocabulary:
         _say(f"note: the train text only supports {tokenizer.vocab_size} pieces, not {vocabulary}", progress)
     return tokenizer
@@ -321,14 +275,11 @@ def _note_long(long: dict[str, dict[str, Any]], max_len: int, progress: bool) ->
 
 
 def _build(
-    work: Path, corpus, inputs, vocabulary: Tokenizer | int, limits, seed: int, skip: bool, progress: bool
+    work: Path, corpus, inputs, vocabulary: Tokenizer | int, filters: Filters, seed: int, skip: bool, progress
 ) -> dict:
-    """Stage, train (or reuse) the vocabulary, encode; returns the meta.json entries about the result.
-
-    `limits` = (max_len, max_ratio, train_limit).
-    """
+    """Stage, train (or reuse) the vocabulary, encode; returns the meta.json entries about the result."""
     (work / "stage").mkdir()
-    (work / "raw").mkdir()
+    (work / RAW_DIR).mkdir()
     counts = {split: {"read": 0, **dict.fromkeys(DROP_REASONS, 0)} for split in SPLITS}
     stages = {split: Stage(work / "stage", split, counts[split]) for split in SPLITS}
     try:
@@ -341,17 +292,19 @@ def _build(
             stage.close()
     if counts["train"]["read"] == sum(v for k, v in counts["train"].items() if k != "read"):
         raise AiaynError("no training pairs left: every train line was empty or bad")
-    if limits[2] is not None:
-        sample_train(work / "stage", counts["train"], limits[2], seed)
+    if filters.train_limit is not None:
+        sample_train(work / "stage", counts["train"], filters.train_limit, seed)
     tokenizer = _vocabulary(work, vocabulary, seed, progress)
     tokens, unk, long = {}, {}, {}
     for split in SPLITS:
         tokens[split], unk[split], long[split] = _encode_split(
-            tokenizer, work, split, counts[split], limits[:2], progress
+            tokenizer, work, split, counts[split], filters, progress
         )
-    _note_long(long, limits[0], progress)
+    _note_long(long, filters.max_len, progress)
     if counts["train"]["kept"] == 0:
-        raise AiaynError(f"no train pairs left after the max_len={limits[0]}, max_ratio={limits[1]} filters")
+        raise AiaynError(
+            f"no train pairs left after the max_len={filters.max_len}, max_ratio={filters.max_ratio} filters"
+        )
     reused = isinstance(vocabulary, Tokenizer)
     if reused:
         _note_unk(unk["train"], tokens["train"], progress)
@@ -366,12 +319,7 @@ def _build(
         "pairs": {split: counts[split]["kept"] for split in SPLITS},
         "tokens": tokens,
         "unk": unk,
-        "filters": {
-            "max_len": limits[0],
-            "max_ratio": limits[1],
-            "length_filters_apply_to": ["train"],
-            "train_limit": limits[2],
-        },
+        "filters": filters.describe(),
         "lines_read": {split: counts[split]["read"] for split in SPLITS},
         "long_held_out": {split: long[split] for split in ("valid", "test")},
         "dropped": {split: {k: counts[split][k] for k in DROP_REASONS} for split in SPLITS},

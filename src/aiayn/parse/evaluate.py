@@ -22,11 +22,11 @@ from typing import Any
 from tqdm import tqdm
 
 from aiayn.config import DecodeConfig
+from aiayn.data.datadir import DataDir
 from aiayn.errors import AiaynError
 from aiayn.evaluate import write_scores
 from aiayn.parse.parser import PARSE_DECODE, Parser
 from aiayn.parse.parseval import format_scores, parseval
-from aiayn.parse.prepare import parse_meta
 from aiayn.parse.trees import Tree, read_tree_lines
 
 
@@ -72,8 +72,9 @@ def evaluate_parser(
     (beam 21, alpha 0.3, |input| + 300). With `out_dir`, the trees go to out_dir/{split}.hyp and the
     scores to out_dir/scores.json. `limit`: the first N sentences only.
     """
-    meta = parse_meta(data_dir)
-    golds = read_gold(Path(data_dir) / "raw" / f"{split}.tree", limit)
+    data = DataDir(data_dir)
+    meta = data.parse_meta()
+    golds = read_gold(data.raw(split, "tree"), limit)
     parser = model if isinstance(model, Parser) else Parser.load(model, device, int8, meta["parse"]["labels"])
     options = decode_config or DecodeConfig(**PARSE_DECODE)
     sentences = [gold.words() for gold in golds]
@@ -120,10 +121,10 @@ def evaluate_baseline(
     data_dir: str | Path, split: str = "test", out_dir: str | Path | None = None, limit: int | None = None
 ) -> dict[str, Any]:
     """The right-branching baseline on a split of parse data, labelled with train's commonest labels."""
-    parse_meta(data_dir)
-    raw = Path(data_dir) / "raw"
-    root_label, label = baseline_labels(read_gold(raw / "train.tree"))
-    golds = read_gold(raw / f"{split}.tree", limit)
+    data = DataDir(data_dir)
+    data.parse_meta()
+    root_label, label = baseline_labels(read_gold(data.raw("train", "tree")))
+    golds = read_gold(data.raw(split, "tree"), limit)
     trees = [right_branching(gold, root_label, label) for gold in golds]
     scores = _scores(
         golds, trees, split=split, baseline=f"right-branching ({root_label} root, {label} inside)"

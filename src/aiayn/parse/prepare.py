@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from aiayn.config import UNK_ID
+from aiayn.data.datadir import RAW_DIR, SPLITS, DataDir
 from aiayn.data.dataset import ShardWriter, token_dtype
-from aiayn.data.prepare import FORMAT_VERSION, SPLITS, building, tokenizer_meta, write_meta
+from aiayn.data.prepare import FORMAT_VERSION, building, tokenizer_meta
 from aiayn.data.stage import open_text
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import AiaynError
@@ -81,7 +82,7 @@ def prepare_trees(
         meta.update({"tgt_lang": "tree", "seed": seed})
         meta.update(_build(work, splits, counts, vocab_size or PARSE_VOCAB_SIZE, max_len, seed, progress))
         meta["filters"]["train_limit"] = train_limit
-        write_meta(work, meta)
+        DataDir(work).write_meta(meta)
     return out
 
 
@@ -101,9 +102,10 @@ def _build(work: Path, splits, counts, vocab_size: int, max_len: int, seed: int,
     sentences = (" ".join(t.words()) for t in splits["train"])
     if progress:
         print(f"training a {vocab_size}-piece BPE vocabulary on the train sentences", flush=True)
-    tokenizer = Tokenizer.train(sentences, work / "spm.model", vocab_size, seed=seed, user_symbols=symbols)
+    spm = DataDir(work).spm_path
+    tokenizer = Tokenizer.train(sentences, spm, vocab_size, seed=seed, user_symbols=symbols)
     ids = {piece: i for i, piece in enumerate(tokenizer.pieces(list(range(tokenizer.vocab_size))))}
-    (work / "raw").mkdir()
+    (work / RAW_DIR).mkdir()
     tokens, unk, long = {}, {}, {}
     for split in SPLITS:
         tokens[split], unk[split], long[split] = _write_split(
@@ -161,7 +163,7 @@ def _write_split(
         ("tgt", (" ".join(targets[i]) for i in kept)),
         ("tree", (str(trees[i]) for i in kept)),
     ):
-        with open_text(work / "raw" / f"{split}.{suffix}", "w") as f:
+        with open_text(DataDir(work).raw(split, suffix), "w") as f:
             f.writelines(line + "\n" for line in lines)
     sides = {"src": [src_ids[i] for i in short], "tgt": [tgt_ids[i] for i in short]}
     tokens = {side: sum(len(s) + 1 for s in seqs) for side, seqs in sides.items()}  # + EOS each
@@ -169,20 +171,3 @@ def _write_split(
     long = [n for n, i in enumerate(kept, start=1) if not fits[i]]
     first = f"raw/{split}.tree:{long[0]}" if long else None
     return tokens, unk, {"pairs": len(long), "first": first}
-
-
-def is_parse_data(data_dir: str | Path) -> bool:
-    """Whether a prepared data directory holds parse data (meta.json "task": "parse")."""
-    from aiayn.data.prepare import load_meta
-
-    return load_meta(data_dir).get("task") == "parse"
-
-
-def parse_meta(data_dir: str | Path) -> dict[str, Any]:
-    """meta.json of a parse data directory; an AiaynError for any other."""
-    from aiayn.data.prepare import load_meta
-
-    meta = load_meta(data_dir)
-    if meta.get("task") != "parse":
-        raise AiaynError(f'{data_dir}: not parse data (meta.json has no "task": "parse")')
-    return meta

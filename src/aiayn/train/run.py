@@ -17,6 +17,7 @@ import yaml
 from safetensors.torch import load_file, load_model
 
 from aiayn.config import ModelConfig, RunConfig, apply_overrides
+from aiayn.data.datadir import DataDir
 from aiayn.errors import AiaynError
 from aiayn.model.io import SPM_FILE, WEIGHTS_FILE, read_config
 from aiayn.model.transformer import Transformer
@@ -26,12 +27,10 @@ from aiayn.train.checkpoint import RUN_CONFIG, RUN_INFO, RUN_SPM
 
 def data_vocab_size(data_dir: Path) -> int:
     """The vocabulary size of a data directory's SentencePiece model."""
-    from aiayn.data.tokenizer import Tokenizer
-
-    spm = data_dir / SPM_FILE
-    if not spm.is_file():
+    data = DataDir(data_dir)
+    if not data.spm_path.is_file():
         raise AiaynError(f"{data_dir}: not a data directory (no {SPM_FILE}); run `aiayn prepare` first")
-    return Tokenizer.load(spm).vocab_size
+    return data.tokenizer().vocab_size
 
 
 def resolve_config(data_dir: Path, config: RunConfig) -> RunConfig:
@@ -65,9 +64,9 @@ def write_run_files(run_dir: Path, data_dir: Path, config: RunConfig, world_size
     so a kill there must leave the old file whole, not an empty one that a resume reads as defaults."""
     run_dir.mkdir(parents=True, exist_ok=True)
     config.to_yaml(run_dir / RUN_CONFIG)
-    atomic_copy(data_dir / SPM_FILE, run_dir / RUN_SPM)
-    meta_path = data_dir / "meta.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    data = DataDir(data_dir)
+    atomic_copy(data.spm_path, run_dir / RUN_SPM)
+    meta = data.meta if data.prepared else {}
     info = {
         "data_dir": str(data_dir.resolve()),
         "src_lang": meta.get("src_lang"),
@@ -84,13 +83,11 @@ def check_lengths(data_dir: Path, model: ModelConfig, max_tokens: int) -> None:
     """With learned positions (Table 3 row E), every pair that batching takes (width <= max_tokens)
     must fit max_positions: checked at the start, not when the first such batch comes (a dev one only
     after eval_every steps)."""
-    from aiayn.data.dataset import TokenDataset
-
     if model.positions != "learned":
         return
     for split in ("train", "valid"):
         try:
-            dataset = TokenDataset(data_dir, split)
+            dataset = DataDir(data_dir).tokens(split)
         except AiaynError:
             continue  # no such split: the trainer says so, or runs without dev evaluation
         widths = np.maximum(dataset.src_lengths, dataset.tgt_lengths)  # (n,) tokens with EOS / BOS
@@ -115,7 +112,7 @@ def load_init_weights(model: Transformer, model_dir: str | Path, data_dir: Path)
     if config.vocab_size != model.config.vocab_size:
         raise AiaynError(
             f"--init-from {model_dir}: its vocabulary has {config.vocab_size} pieces but "
-            f"{data_dir / SPM_FILE} has {model.config.vocab_size}; prepare the data with its spm.model"
+            f"{DataDir(data_dir).spm_path} has {model.config.vocab_size}; prepare the data with its spm.model"
         )
     if config.start_id != model.config.start_id:
         value = "null" if config.decoder_start_id is None else config.decoder_start_id
@@ -123,10 +120,10 @@ def load_init_weights(model: Transformer, model_dir: str | Path, data_dir: Path)
             f"--init-from {model_dir}: its decoder starts from id {config.start_id}, this run's from "
             f"{model.config.start_id}; add --set decoder_start_id={value} to fine-tune it as it is"
         )
-    spm = model_dir / SPM_FILE
-    if spm.is_file() and not filecmp.cmp(spm, data_dir / SPM_FILE, shallow=False):
+    spm, data_spm = model_dir / SPM_FILE, DataDir(data_dir).spm_path
+    if spm.is_file() and not filecmp.cmp(spm, data_spm, shallow=False):
         raise AiaynError(
-            f"--init-from {model_dir}: its {SPM_FILE} differs from {data_dir / SPM_FILE}; "
+            f"--init-from {model_dir}: its {SPM_FILE} differs from {data_spm}; "
             "the token ids would mean different pieces"
         )
     weights = load_file(str(model_dir / WEIGHTS_FILE))

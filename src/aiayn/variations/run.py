@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from aiayn.config import ModelConfig, RunConfig, apply_overrides
+from aiayn.data.datadir import DataDir
 from aiayn.errors import AiaynError
 from aiayn.variations.rows import PaperRow, row_config, select_rows, settings
 
@@ -154,12 +155,11 @@ def dev_perplexity(model, data_dir: Path, config: RunConfig, device: torch.devic
     """The paper's PPL (dev): exp of the mean negative log-likelihood per target wordpiece (EOS
     included) of the dev split under teacher forcing, in float32, without label smoothing."""
     from aiayn.data.batching import TokenBatchSampler
-    from aiayn.data.dataset import TokenDataset
     from aiayn.train import precision
     from aiayn.train.distributed import DistEnv
     from aiayn.train.evaluation import dev_loss
 
-    dev = TokenDataset(data_dir, "valid")
+    dev = DataDir(data_dir).tokens("valid")
     batches = TokenBatchSampler(dev.src_lengths, dev.tgt_lengths, config.train.max_tokens, seed=1)
     env, fp32 = DistEnv(0, 1, device), precision.resolve("fp32", device)
     m = config.model
@@ -234,10 +234,11 @@ def run_variations(
     from aiayn.train.distributed import pick_device
     from aiayn.variations.table import write_outputs
 
-    data_dir, out = Path(data_dir), Path(out)
-    for needed in ("spm.model", "raw/valid.src", "raw/valid.tgt"):
-        if not (data_dir / needed).is_file():
-            raise AiaynError(f"{data_dir}: no {needed}; Table 3 is measured on a prepared dev split")
+    data, out = DataDir(data_dir), Path(out)
+    for needed in (data.spm_path, data.raw("valid", "src"), data.raw("valid", "tgt")):
+        if not needed.is_file():
+            name = needed.relative_to(data.path)
+            raise AiaynError(f"{data.path}: no {name}; Table 3 is measured on a prepared dev split")
     reference = reference_config(preset, overrides)
     selected = [(row, row_config(row, reference)) for row in select_rows(rows)]  # bad rows fail now
     dev = torch.device(device) if device else pick_device()
@@ -248,8 +249,8 @@ def run_variations(
         _say(f"== [{i}/{len(selected)}] {row.name}: {_describe(config)}; {budget}")
         result = finished(row_dir, config, budget)
         if result is None:
-            train_row(row_dir, data_dir, config, budget, device, progress)
-            result = measure_row(row, row_dir, data_dir, config, budget, dev, progress)
+            train_row(row_dir, data.path, config, budget, device, progress)
+            result = measure_row(row, row_dir, data.path, config, budget, dev, progress)
         else:
             _say(f"   finished before: reusing {row_dir / RESULT_FILE}")
         figures = f"dev PPL {result['ppl_dev']}, dev BLEU {result['bleu_dev']:.2f}"

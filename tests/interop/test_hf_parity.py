@@ -1,5 +1,9 @@
-"""Decoding an imported Marian model with aiayn's Translator gives what HF `generate` gives.
+"""aiayn's decoding against Hugging Face `generate` on the same weights, all in one place.
 
+A small random MarianMTModel converted with aiayn.interop: length_penalty_style="len" reproduces
+`generate` (beam search and greedy) exactly, token ids and scores (decode_batch).
+
+An imported Marian model directory decoded with aiayn's Translator gives what `generate` gives.
 Greedy: identical outputs with HF's own settings. Beam search with lp = |Y|^alpha (style "len"):
 identical n-best lists and scores. One convention differs, only at the length cap: when a
 hypothesis reaches the maximum length, HF's forced EOS gets log-probability 0, while aiayn (like
@@ -15,14 +19,19 @@ import pytest
 import torch
 from marian_helpers import SOURCE_WORDS, make_marian, quiet_sacremoses, synthetic_text
 
+from aiayn.config import DecodeConfig
+from aiayn.decode.stepper import decode_batch
 from aiayn.decode.translator import Translator
-from aiayn.interop.marian_import import import_marian
+from aiayn.interop.marian_import import config_from_marian, import_marian, resolve_embeddings
+from aiayn.interop.weights import marian_to_aiayn
+from aiayn.model.transformer import Transformer
 
 transformers = pytest.importorskip("transformers", reason="needs transformers (pip install transformers)")
 
 TEXTS = synthetic_text(SOURCE_WORDS, 10, 7) + ["alpha", "kappa kappa kappa lambda"]
 MAX_TOKENS = 12  # aiayn: at most 12 tokens + EOS; HF: max_length = 12 + 2 (start token and EOS)
 EOS = 0
+VOCAB, UNK, PAD = 40, 1, 39  # the random model of test_len_style_equals_hf_generate
 
 
 class KeepEOSLogProb(transformers.LogitsProcessor):
@@ -119,3 +128,48 @@ def test_beam_matches_stock_generate_away_from_the_cap(tokenizer_files, tmp_path
     assert 0 < max(map(len, hf_ids)) < MAX_TOKENS  # ended by EOS, not by the cap
     ours = translate(translator, beam_size=4, alpha=0.6)
     assert [t[0].tokens for t in ours] == hf_ids
+
+
+@pytest.fixture(scope="module")
+def models() -> tuple[transformers.MarianMTModel, Transformer]:
+    hf_config = transformers.MarianConfig(
+        vocab_size=VOCAB, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64,
+        pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=PAD, forced_eos_token_id=EOS,
+        scale_embedding=True, activation_function="swish",
+    )  # fmt: skip
+    torch.manual_seed(3)
+    hf = transformers.MarianMTModel(hf_config).eval()
+    with torch.no_grad():
+        hf.final_logits_bias[0, EOS] = 2.0  # EOS competes at every step: finishing logic is exercised
+    weights = dict(hf.state_dict())
+    embeddings, tie = resolve_embeddings(hf_config.to_dict(), weights)
+    config = config_from_marian(hf_config.to_dict(), tie, unk_id=UNK).replace(dropout=0.0)
+    model = Transformer(config)
+    model.load_state_dict(marian_to_aiayn(weights, config, embeddings))
+    return hf, model.eval()
+
+
+@pytest.mark.parametrize("beam,alpha", [(4, 0.6), (4, 1.0), (3, 0.0), (1, 1.0)])
+def test_len_style_equals_hf_generate(models, beam, alpha):
+    hf, model = models
+    g = torch.Generator().manual_seed(beam * 10 + int(alpha * 10))
+    src = torch.randint(2, PAD, (16, 9), generator=g)
+    src[:, -1] = EOS
+    max_length = 12  # HF counts the start token and EOS: aiayn's max_len_b = 12 - 2
+    with torch.inference_mode():
+        out = hf.generate(
+            input_ids=src, attention_mask=torch.ones_like(src), num_beams=beam, length_penalty=alpha,
+            max_length=max_length, do_sample=False, early_stopping=False, output_scores=True,
+            return_dict_in_generate=True,
+        )  # fmt: skip
+    options = DecodeConfig(
+        beam_size=beam, alpha=alpha, length_penalty_style="len", max_len_a=0.0, max_len_b=10
+    )
+    ours = decode_batch(model, src, options)
+    for i, hyps in enumerate(ours):
+        theirs = [t for t in out.sequences[i, 1:].tolist() if t != PAD]
+        assert theirs[-1] == EOS
+        assert hyps[0].tokens == theirs[:-1], i
+        if beam > 1:
+            assert hyps[0].score == pytest.approx(float(out.sequences_scores[i]), abs=1e-4)

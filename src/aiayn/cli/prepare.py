@@ -1,0 +1,96 @@
+"""`aiayn prepare`: a built-in corpus or the user's parallel text (or trees: aiayn.cli.parse) into a data
+directory, through the typed `aiayn.data.prepare.prepare`."""
+
+from __future__ import annotations
+
+import argparse
+
+from aiayn.cli import parse as parse_cli
+from aiayn.data.sources import Filters, PairFiles, SplitFiles, choose_corpus
+
+
+def add_prepare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "prepare",
+        help="turn a corpus into a data directory (vocabulary, token shards, raw dev/test text)",
+        description="Prepare data (section 5.1): a built-in corpus or your own parallel text -> DATA_DIR.",
+    )
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
+        "--corpus",
+        metavar="NAME",
+        help="built-in: bible-es-en (default), bible-es-en-web, libreoffice-*, synthetic-trees (parsing)",
+    )
+    source.add_argument("--src", metavar="F", help="source sentences, one per line (with --tgt)")
+    source.add_argument("--tsv", metavar="F", help="source<TAB>target, one pair per line")
+    parse_cli.add_tree_sources(source, p)
+    p.add_argument("--tgt", metavar="F", help="target sentences, aligned line by line with --src")
+    p.add_argument("--out", required=True, metavar="DATA_DIR", help="the data directory to write")
+    for split in ("valid", "test"):
+        p.add_argument(f"--{split}-src", metavar="F", help=f"{split} source file (else split off train)")
+        p.add_argument(f"--{split}-tgt", metavar="F", help=f"{split} target file")
+        p.add_argument(f"--{split}-tsv", metavar="F", help=f"{split} pairs as TSV")
+    p.add_argument("--src-lang", help="source language code (default: the --src file's suffix)")
+    p.add_argument("--tgt-lang", help="target language code (default: the --tgt file's suffix)")
+    p.add_argument("--vocab-size", type=int, help="joint BPE pieces (default 8000, trees 16000; paper 37000)")
+    p.add_argument(
+        "--spm",
+        metavar="F",
+        help="encode with this SentencePiece model (or a model/data directory's spm.model) instead of "
+        "training one: to fine-tune that model on this data (aiayn train --init-from)",
+    )
+    p.add_argument("--max-len", type=int, default=Filters.max_len, help="drop longer train pairs (tokens)")
+    p.add_argument(
+        "--max-ratio",
+        type=float,
+        default=Filters.max_ratio,
+        help="drop train pairs with a larger length ratio",
+    )
+    p.add_argument(
+        "--train-limit", type=int, metavar="N", help="keep a seeded random sample of N train pairs"
+    )
+    p.add_argument(
+        "--seed", type=int, default=1, help="seed of the split of your own files and of the sample"
+    )
+    p.add_argument("--force", action="store_true", help="prepare again even if DATA_DIR is already prepared")
+    p.add_argument("--skip-bad-lines", action="store_true", help="skip (and count) invalid UTF-8 / TSV lines")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(handler=run_prepare)
+
+
+def _corpus(args: argparse.Namespace) -> str | SplitFiles:
+    """--corpus, or the user's files (--src/--tgt or --tsv, and the valid/test ones)."""
+    files = SplitFiles(
+        PairFiles(args.src, args.tgt, args.tsv),
+        PairFiles(args.valid_src, args.valid_tgt, args.valid_tsv),
+        PairFiles(args.test_src, args.test_tgt, args.test_tsv),
+    )
+    return choose_corpus(args.corpus, files)
+
+
+def run_prepare(args: argparse.Namespace) -> None:
+    from aiayn.data.datadir import DataDir
+    from aiayn.data.prepare import prepare
+
+    if parse_cli.wants_trees(args):
+        return parse_cli.run_prepare(args)
+    out = prepare(
+        args.out,
+        _corpus(args),
+        filters=Filters(args.max_len, args.max_ratio, args.train_limit),
+        vocab_size=args.vocab_size,
+        spm=args.spm,
+        src_lang=args.src_lang,
+        tgt_lang=args.tgt_lang,
+        seed=args.seed,
+        force=args.force,
+        skip_bad_lines=args.skip_bad_lines,
+        progress=not args.no_progress,
+    )
+    meta = DataDir(out).meta
+    pairs = ", ".join(f"{split} {n:,}" for split, n in meta["pairs"].items())
+    dropped = sum(n for split in meta["dropped"].values() for n in split.values())
+    print(
+        f"{out}: {meta['src_lang']}->{meta['tgt_lang']}, {pairs} pairs, "
+        f"vocabulary {meta['vocab_size']:,}, {dropped:,} pairs dropped (see meta.json)"
+    )

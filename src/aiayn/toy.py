@@ -1,0 +1,113 @@
+"""A toy translation task for tests, benchmarks and smoke runs: seeded random sentences over a small
+vocabulary (`sentences`), word-for-word translations of them (`word_for_word`; `toy_pairs` is the
+Spanish->English one), and a d_model=32 Transformer trained on `toy_pairs` for a few seconds
+(`build_toy_model_dir`), so that it translates them, stops after a few words and has readable cross
+attention.
+
+    toy_pairs(3, seed=1)          # [("el gato come", "the cat eats"), ...]
+    build_toy_model_dir(Path("runs/toy/model"))
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from aiayn.config import EOS_ID, PAD_ID, ModelConfig
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.model.io import save_model_dir
+from aiayn.model.linear import route_linears
+from aiayn.model.transformer import Transformer
+
+LEXICON = {
+    "el": "the", "la": "the", "un": "a", "una": "a", "casa": "house", "perro": "dog", "gato": "cat",
+    "sol": "sun", "luna": "moon", "agua": "water", "verde": "green", "grande": "big", "come": "eats",
+    "bebe": "drinks", "mira": "sees", "duerme": "sleeps",
+}  # fmt: skip
+
+
+def _words(rng: random.Random, words: Sequence[str], lengths: tuple[int, int]) -> list[str]:
+    return [rng.choice(words) for _ in range(rng.randint(*lengths))]
+
+
+def sentences(words: Sequence[str], n: int, seed: int, lengths: tuple[int, int]) -> list[str]:
+    """n seeded random sentences of `lengths` (least, most) words drawn from `words`."""
+    rng, words = random.Random(seed), list(words)
+    return [" ".join(_words(rng, words, lengths)) for _ in range(n)]
+
+
+def word_for_word(
+    n: int,
+    seed: int = 0,
+    lexicon: Mapping[str, str] = LEXICON,
+    lengths: tuple[int, int] = (1, 6),
+    reverse: bool = False,
+) -> list[tuple[str, str]]:
+    """n seeded random (source, target) pairs: source words from `lexicon`, each translated by it
+    (in reverse order with `reverse`)."""
+    rng, words = random.Random(seed), list(lexicon)
+    pairs = []
+    for _ in range(n):
+        src = _words(rng, words, lengths)
+        tgt = [lexicon[w] for w in (reversed(src) if reverse else src)]
+        pairs.append((" ".join(src), " ".join(tgt)))
+    return pairs
+
+
+def toy_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """n random (Spanish, English) pairs of 1 to 6 words: what the toy translator is trained on."""
+    return word_for_word(n, seed)
+
+
+def write_parallel(pairs: Sequence[tuple[str, str]], src: Path, tgt: Path) -> tuple[Path, Path]:
+    """The sources and the targets of `pairs`, one per line (UTF-8), in `src` and `tgt`."""
+    src.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    tgt.write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    return src, tgt
+
+
+def _padded(seqs: list[list[int]]) -> torch.Tensor:
+    out = torch.full((len(seqs), max(map(len, seqs))), PAD_ID, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = torch.tensor(s)
+    return out
+
+
+def _train(model: Transformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]], steps: int) -> None:
+    src_ids, tgt_ids = tokenizer.encode([s for s, _ in pairs]), tokenizer.encode([t for _, t in pairs])
+    src = _padded([s + [EOS_ID] for s in src_ids])  # (n, src_len)
+    start = model.config.start_id  # <pad>: a zero vector (the default decoder start)
+    tgt_in, tgt_out = _padded([[start] + t for t in tgt_ids]), _padded([t + [EOS_ID] for t in tgt_ids])
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
+    model.train()
+    for step in range(steps):
+        rows = torch.arange(step * 64, step * 64 + 64) % len(pairs)
+        logits = model(src[rows], tgt_in[rows])  # (64, tgt_len, vocab)
+        loss = F.cross_entropy(logits.flatten(0, 1), tgt_out[rows].flatten(), ignore_index=PAD_ID)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+
+
+def build_toy_model_dir(out_dir: Path, steps: int = 400) -> Path:
+    """config.json + model.safetensors + spm.model of the toy translator (2+2 layers, 4 heads)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pairs = toy_pairs(4096)
+    tokenizer = Tokenizer.train([x for pair in pairs for x in pair], out_dir / "spm.model", vocab_size=80)
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size, d_model=32, d_ff=64, n_heads=4, n_layers=2, dropout=0.0
+    )
+    model = route_linears(Transformer(config))  # products through oneDNN, as aiayn's trainer does
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # matrices this small gain nothing from threads; a busy machine loses a lot
+    try:
+        _train(model, tokenizer, pairs, steps)
+    finally:
+        torch.set_num_threads(threads)
+    return save_model_dir(model, out_dir, src_lang="es", tgt_lang="en")

@@ -1,0 +1,66 @@
+"""`aiayn prepare` on the command line: the summary line, one-line errors, the choice of corpus."""
+
+from __future__ import annotations
+
+import json
+
+from aiayn.cli import main
+
+
+def test_cli_refuses_a_corpus_and_files_together(tmp_path, write_corpus, capsys):
+    valid_src = str(write_corpus(20, names=("valid.es", "valid.en"))[0])
+    assert main(["prepare", "--corpus", "bible-es-en", "--valid-src", valid_src, "--out", str(tmp_path)]) == 2
+    assert "give exactly one corpus" in capsys.readouterr().err
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    (tmp_path / "a.es").write_text("uno\ndos\n")
+    (tmp_path / "a.en").write_text("one\n")
+    code = main(
+        [
+            "prepare",
+            "--src",
+            str(tmp_path / "a.es"),
+            "--tgt",
+            str(tmp_path / "a.en"),
+            "--out",
+            str(tmp_path / "d"),
+        ]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0
+    assert err.startswith("aiayn prepare: error: ") and "a.es has 2 lines but" in err and "a.en has 1" in err
+
+
+def test_cli_prepares_and_summarises(tmp_path, write_corpus, capsys):
+    src, tgt = write_corpus(300)
+    argv = [
+        "prepare",
+        "--src",
+        str(src),
+        "--tgt",
+        str(tgt),
+        "--out",
+        str(tmp_path / "d"),
+        "--vocab-size",
+        "100",
+    ]
+    assert main([*argv, "--no-progress", "--src-lang", "xx"]) == 0
+    out = capsys.readouterr().out
+    assert "xx->en" in out and "train 288" in out
+    assert json.loads((tmp_path / "d" / "meta.json").read_text())["src_lang"] == "xx"
+
+
+def test_cli_reuses_a_vocabulary_with_a_train_limit(tmp_path, write_corpus, capsys):
+    src, tgt = write_corpus(300)
+    first = tmp_path / "first"
+    assert (
+        main(["prepare", "--src", str(src), "--tgt", str(tgt), "--out", str(first), "--vocab-size", "100"])
+        == 0
+    )
+    argv = ["prepare", "--src", str(src), "--tgt", str(tgt), "--out", str(tmp_path / "d")]
+    assert main([*argv, "--spm", str(first), "--train-limit", "50", "--no-progress"]) == 0
+    assert "train 50," in capsys.readouterr().out
+    assert (tmp_path / "d" / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
+    assert main([*argv, "--spm", str(first), "--vocab-size", "50", "--force"]) == 2
+    assert "--vocab-size asks for 50" in capsys.readouterr().err
