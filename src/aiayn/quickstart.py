@@ -34,11 +34,14 @@ QUICKSTART_TRAIN = dict(
 SAMPLE_COUNT = 5
 
 
-def quickstart_config(steps: int | None = QUICKSTART_STEPS, minutes: float | None = None) -> RunConfig:
-    """The tiny preset with the quickstart recipe, `steps` updates and/or a budget of `minutes`."""
+def quickstart_config(
+    steps: int | None = QUICKSTART_STEPS, minutes: float | None = None, seed: int = TrainConfig.seed
+) -> RunConfig:
+    """The tiny preset with the quickstart recipe, `steps` updates and/or a budget of `minutes`;
+    `seed` sets the initial weights and the batch order (another seed: another model, for ensembles)."""
     return RunConfig(
         model=ModelConfig.preset("tiny", **QUICKSTART_MODEL),
-        train=TrainConfig(max_steps=steps, minutes=minutes, **QUICKSTART_TRAIN),
+        train=TrainConfig(max_steps=steps, minutes=minutes, seed=seed, **QUICKSTART_TRAIN),
         decode=DecodeConfig(),  # the paper's search: beam 4, alpha 0.6
     )
 
@@ -52,7 +55,7 @@ def _budget(steps: int | None, minutes: float | None) -> str:
     return " or ".join(parts)
 
 
-def _train_and_average(data_dir: Path, out: Path, steps: int | None, minutes: float | None) -> Path:
+def _train_and_average(data_dir: Path, out: Path, config: RunConfig) -> Path:
     """Train (resuming if checkpoints exist) unless a finished model is there; return the model dir."""
     from aiayn.train import eta
     from aiayn.train.checkpoint import average_run
@@ -62,10 +65,10 @@ def _train_and_average(data_dir: Path, out: Path, steps: int | None, minutes: fl
     if done.is_file():
         _say(f"== training: reusing the finished model in {model_dir}")
         return model_dir
+    steps, minutes = config.train.max_steps, config.train.minutes
     _say(f"== training the tiny preset for {_budget(steps, minutes)} (Ctrl-C saves; a re-run resumes)")
     if steps and steps >= eta.SKIP + eta.SPAN:
         _say(f"   how long that takes here is measured and printed after {eta.SKIP + eta.SPAN} updates")
-    config = quickstart_config(steps, minutes)
     result = train(data_dir, out, config)
     _say(f"   stopped after step {result.step} ({result.stop_reason})")
     if result.stop_reason.startswith("signal"):
@@ -103,6 +106,7 @@ def quickstart(
     minutes: float | None = None,
     corpus: str = "bible-es-en",
     test_limit: int | None = None,
+    seed: int = TrainConfig.seed,
 ) -> dict:
     """Run the main job end to end; returns the test scores (also in OUT/eval/scores.json).
 
@@ -110,7 +114,7 @@ def quickstart(
     (None: no such limit; at least one must be given).
 
     `test_limit` scores only the first N test sentences (for quick checks; the BLEU of the
-    README is on all of them).
+    README is on all of them). `seed`: another seed trains another model of the same recipe.
     """
     from aiayn.data.prepare import prepare
     from aiayn.evaluate import evaluate_model
@@ -122,7 +126,7 @@ def quickstart(
     _say(f"== preparing {corpus} in {out / 'data'}")
     data = DataDir(prepare(out / "data", corpus))
     _say(f"   pairs: {data.meta['pairs']}")
-    model_dir = _train_and_average(data.path, out, steps, minutes)
+    model_dir = _train_and_average(data.path, out, quickstart_config(steps, minutes, seed))
     _say("== translating the test books (beam 4, alpha 0.6)")
     scores = evaluate_model(
         model_dir, data.path, "test", DecodeConfig(), out_dir=out / "eval", limit=test_limit, progress=True

@@ -119,3 +119,19 @@ def test_init_from_starts_training_from_the_given_weights(data_dir, tmp_path):
     assert fine < trained_loss[-1] + 0.5, (fine, trained_loss)
     info = json.loads((tmp_path / "fine" / "run.json").read_text())
     assert info["init_from"] == str(model_dir.resolve())
+
+
+def test_quickstart_seed_reaches_the_trainer(monkeypatch, tmp_path):
+    import aiayn.quickstart as qs
+
+    calls = []
+    monkeypatch.setattr(qs, "quickstart", lambda *args: calls.append(args))
+    assert main(["quickstart", "--seed", "7", "--out", str(tmp_path)]) == 0
+    assert main(["quickstart", "--out", str(tmp_path)]) == 0
+    assert [c[-1] for c in calls] == [7, 1]  # the seed, then the default
+
+    seen = []
+    monkeypatch.setattr("aiayn.train.trainer.train", lambda data, out, config: seen.append(config) or 1 / 0)
+    with pytest.raises(ZeroDivisionError):  # stops right after the trainer got its config
+        qs._train_and_average(tmp_path / "data", tmp_path / "run", qs.quickstart_config(seed=7))
+    assert seen[0].train.seed == 7 and seen[0].train.max_steps == qs.QUICKSTART_STEPS

@@ -34,6 +34,9 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="runs/quickstart", help="run directory (default runs/quickstart)")
     p.add_argument("--corpus", default="bible-es-en", help="built-in corpus (default bible-es-en)")
     p.add_argument("--test-limit", type=int, metavar="N", help="score only the first N test sentences")
+    p.add_argument(
+        "--seed", type=int, default=1, help="another seed trains another model (ensembles; default 1)"
+    )
     p.set_defaults(handler=_run_quickstart)
 
 
@@ -45,7 +48,7 @@ def _run_quickstart(args: argparse.Namespace) -> None:
     if args.steps is not None and args.steps <= 0:
         raise AiaynError(f"--steps must be positive, got {args.steps}")
     steps = QUICKSTART_STEPS if args.steps is None and args.minutes is None else args.steps
-    quickstart(args.out, steps, args.minutes, args.corpus, args.test_limit)
+    quickstart(args.out, steps, args.minutes, args.corpus, args.test_limit, args.seed)
 
 
 COMMANDS.append(_add_quickstart)
