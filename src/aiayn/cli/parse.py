@@ -63,9 +63,8 @@ def run_prepare(args: argparse.Namespace) -> None:
         force=args.force,
         progress=not args.no_progress,
     )
-    meta = DataDir(out).meta
-    trees = ", ".join(f"{split} {n:,}" for split, n in meta["pairs"].items())
-    dropped = sum(n for split in meta["dropped"].values() for n in split.values())
+    data = DataDir(out)
+    meta, (trees, dropped) = data.meta, data.counts()
     print(
         f"{out}: parse trees ({meta['corpus']}), {trees} trees, {len(meta['parse']['labels'])} labels, "
         f"vocabulary {meta['vocab_size']:,}, {dropped:,} trees dropped (see meta.json)"

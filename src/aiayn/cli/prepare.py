@@ -87,9 +87,8 @@ def run_prepare(args: argparse.Namespace) -> None:
         skip_bad_lines=args.skip_bad_lines,
         progress=not args.no_progress,
     )
-    meta = DataDir(out).meta
-    pairs = ", ".join(f"{split} {n:,}" for split, n in meta["pairs"].items())
-    dropped = sum(n for split in meta["dropped"].values() for n in split.values())
+    data = DataDir(out)
+    meta, (pairs, dropped) = data.meta, data.counts()
     print(
         f"{out}: {meta['src_lang']}->{meta['tgt_lang']}, {pairs} pairs, "
         f"vocabulary {meta['vocab_size']:,}, {dropped:,} pairs dropped (see meta.json)"

@@ -63,6 +63,12 @@ class DataDir:
         (self.path / META_FILE).write_text(text, encoding="utf-8")
         self.__dict__.pop("meta", None)
 
+    def counts(self) -> tuple[str, int]:
+        """What `aiayn prepare` reports: "train 28,876, valid 544, ..." and how many were dropped."""
+        meta = self.meta
+        kept = ", ".join(f"{split} {n:,}" for split, n in meta["pairs"].items())
+        return kept, sum(n for split in meta["dropped"].values() for n in split.values())
+
     @property
     def is_parse(self) -> bool:
         """Whether the directory holds parse data (meta.json "task": "parse")."""

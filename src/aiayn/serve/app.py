@@ -291,6 +291,15 @@ def create_app(translator: TranslatorLike, settings: ServeSettings | None = None
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     _add_error_handlers(app)
     _add_page(app)
+    _add_translate_routes(app, translator, batcher, settings)
+    _add_info_routes(app, translator, batcher, settings)
+    return app
+
+
+def _add_translate_routes(
+    app: FastAPI, translator: TranslatorLike, batcher: MicroBatcher, settings: ServeSettings
+) -> None:
+    """POST /v1/translate and /v1/translate/stream: texts through the micro-batcher."""
     errors = {413: {"model": Error}, 503: {"model": Error}}
 
     @app.post("/v1/translate", response_model=TranslateResponse, responses=errors)
@@ -325,6 +334,12 @@ def create_app(translator: TranslatorLike, settings: ServeSettings | None = None
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no proxy holds them back
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
 
+
+def _add_info_routes(
+    app: FastAPI, translator: TranslatorLike, batcher: MicroBatcher, settings: ServeSettings
+) -> None:
+    """GET /v1/health and /v1/model."""
+
     @app.get("/v1/health", responses={503: {"model": Error}})
     async def health() -> Response:
         """{"status": "ok"}, or 503 with the reason when no translation can come."""
@@ -339,5 +354,3 @@ def create_app(translator: TranslatorLike, settings: ServeSettings | None = None
     async def model() -> ModelInfo:
         """Languages, parameter count, model config and this server's limits."""
         return info
-
-    return app
