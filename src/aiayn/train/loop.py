@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -45,7 +46,7 @@ class LoopState:
     nonfinite: int = 0  # consecutive updates skipped for a non-finite loss
 
 
-class TrainingLoop:
+class TrainingLoop(ABC):
     """State, checkpoints, logs and the stop rules around a trainer's updates.
 
     The subclass sets `run_dir`, `env` (aiayn.train.distributed.DistEnv), `t` (its training config:
@@ -53,24 +54,25 @@ class TrainingLoop:
     """
 
     # -- what the trainer supplies ----------------------------------------------------------------
+    @abstractmethod
     def _update(self) -> bool:
         """One update (state.step and state.tokens advanced); False if it was skipped."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _budget_reason(self) -> str | None:
         """Before each update: why the run ends now (its budget is spent), or None."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _log_train(self) -> None:
         """The train row of metrics.jsonl and the bar, for the updates since the last one."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _evaluation_due(self) -> bool:
-        raise NotImplementedError
+        """Whether a dev evaluation is due after this update."""
 
+    @abstractmethod
     def _evaluate(self) -> str | None:
         """A dev evaluation (not counted in the budget clock); 'early_stop' ends the run."""
-        raise NotImplementedError
 
     # -- checkpoints ------------------------------------------------------------------------------
     def _resume(self) -> None:
@@ -130,7 +132,7 @@ class TrainingLoop:
         """What else the trainer's checkpoints carry (plain values only)."""
         return {}
 
-    def _restore_extra(self, state: dict) -> None:
+    def _restore_extra(self, state: dict) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Read back what `_extra_state` saved."""
 
     # -- the clock, the logs ----------------------------------------------------------------------
@@ -171,7 +173,7 @@ class TrainingLoop:
             self.log.log("eta", self.state.step, row)
             self.progress.write(self.clock.message(row, self.state.step))
 
-    def _adjust_timing(self, row: dict) -> None:
+    def _adjust_timing(self, row: dict) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Change the clock's row in place (say, to count evaluations still to come)."""
 
     def _log(self) -> None:
