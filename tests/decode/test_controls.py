@@ -108,10 +108,12 @@ def test_word_alignments_of_the_word_for_word_language(translator):
     results = translator.translate([s for s, _ in pairs], align=True, return_scores=True)
     assert all(j < len(ts[0].text.split()) for ts in results for _, j in ts[0].alignment)
     right = [(ts[0], ref) for ts, (_, ref) in zip(results, pairs, strict=True) if ts[0].text == ref]
-    assert len(right) >= 60  # the gold alignment (the diagonal) holds for correct outputs
+    assert len(right) >= 40  # the gold alignment (the diagonal) holds for correct outputs
     found = [set(t.alignment) for t, _ in right]
     gold = [{(i, i) for i in range(len(ref.split()))} for _, ref in right]
-    assert alignment_error_rate(found, gold) <= 0.12
+    # The toy trained with seeds 0-3 on one CPU: AER 0.01-0.14 (a CPU's rounding moves it as much);
+    # the first layer's 0.33-0.45, and rows shifted by one (the output's own token) 0.42 and above.
+    assert alignment_error_rate(found, gold) <= 0.2
 
 
 def test_replace_unknown_copies_the_aligned_source_word():

@@ -62,6 +62,7 @@ def test_two_rows_train_measure_resume_and_skip(toy_data, tmp_path, capsys):
     assert (out / "E-learned" / "model" / "config.json").is_file()
     markdown = (out / "table.md").read_text()
     assert "| `E-learned` | learned positions |" in markdown and "PPL (dev)" in markdown
+    assert "updates of about 500 tokens, a 4-step warm-up" in markdown  # the --set recipe
     assert (out / "bleu_vs_params.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     capsys.readouterr()

@@ -53,6 +53,15 @@ def _cells(result: dict[str, Any], base: dict[str, Any] | None) -> list[str]:
     return cells + [f"{paper[0]:.2f}", f"{paper[1]:.1f}", f"{paper[2]:g}"]
 
 
+def _recipe(train: dict[str, Any]) -> str:
+    """The reference's training recipe in words, so that a `--set` change shows in the caption."""
+    peak = f" to a peak learning rate of {train['lr_peak']:g} (base's)" if train.get("lr_peak") else ""
+    return (
+        f"updates of about {train['update_tokens']:,} tokens, a {train['warmup_steps']:,}-step "
+        f"warm-up{peak}, then Eq. 3's 1/sqrt(step) decay."
+    )
+
+
 def to_markdown(results: list[dict[str, Any]], preset: str, budget: Any) -> str:
     """Table 3's layout, with a caption that says how the figures were made."""
     base = next((r for r in results if r["row"] == "base"), None)
@@ -61,7 +70,8 @@ def to_markdown(results: list[dict[str, Any]], preset: str, budget: Any) -> str:
     first = results[0]
     caption = (
         f"Variations of the {preset} reference (`base`), each trained for {budget} with the same data "
-        f"and seed. Dev: {first['dev_sentences']:,} sentences; PPL per wordpiece; BLEU with beam "
+        f"and seed; {_recipe(first['config']['train'])} Dev: {first['dev_sentences']:,} sentences; "
+        "PPL per wordpiece; BLEU with beam "
         f"{first['decode']['beam_size']}, alpha {first['decode']['alpha']}, the last checkpoint (no "
         f"averaging), sacreBLEU `{first['bleu_signature']}`. A blank setting is base's. The paper's "
         "figures: Vaswani et al. 2017, Table 3 (newstest2013, base 100K steps, big 300K)."
