@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.model.attention import KVCache, MultiHeadAttention
+from aiayn.model.dropout import dropout
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
@@ -50,7 +51,7 @@ class FeedForward(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         h = self.activation(self.linear1(x))  # (batch, len, d_ff)
         if self.dropout:
-            h = F.dropout(h, self.dropout, self.training)
+            h = dropout(h, self.dropout, self.training)
         return self.linear2(h)
 
 
@@ -69,7 +70,7 @@ class _Residual(nn.Module):
 
     def post(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
         """x + Dropout(sublayer_out), normalised after in post-norm."""
-        out = x + F.dropout(sublayer_out, self.dropout, self.training)
+        out = x + dropout(sublayer_out, self.dropout, self.training)
         return out if self.norm_first else self.norm(out)
 
 

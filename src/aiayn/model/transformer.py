@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.config import ModelConfig
 from aiayn.model.attention import KVCache, MultiHeadAttention
+from aiayn.model.dropout import dropout
 from aiayn.model.embedding import (
     LearnedPositions,
     OutputLayer,
@@ -180,7 +180,7 @@ class Transformer(nn.Module):
     def _embed(self, tokens: Tensor, embed: TokenEmbedding, pos: nn.Module, offset: int = 0) -> Tensor:
         """3.4 + 3.5: scaled embedding plus positions, then dropout (5.4). -> (batch, len, d_model)"""
         x = embed(tokens) + pos(tokens.size(1), offset).to(embed.weight.dtype)
-        return F.dropout(x, self.config.dropout, self.training)
+        return dropout(x, self.config.dropout, self.training)
 
     def source_mask(self, src: Tensor) -> Tensor | None:
         """(batch, 1, 1, src_len) True at real tokens; None when nothing is padded.

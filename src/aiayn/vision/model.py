@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.config import ConfigError, Serializable, check_choice
+from aiayn.model.dropout import dropout
 from aiayn.model.layers import ACTIVATIONS
 from aiayn.model.transformer import Encoder
 from aiayn.vision.patches import patchify, sinusoidal_2d
@@ -150,7 +150,7 @@ class VisionTransformer(nn.Module):
             x = self.stem(x)  # (batch, stem_channels, H, W)
         x = self.patch_embed(patchify(x, c.patch_size))  # (batch, n_patches, d_model)
         x = torch.cat([self.cls_token.expand(x.size(0), -1, -1), x], dim=1)  # (batch, 1 + n_patches, d_model)
-        return F.dropout(x + self.positions, c.dropout, self.training)
+        return dropout(x + self.positions, c.dropout, self.training)
 
     def forward(self, images: Tensor, weights: list[Tensor] | None = None) -> Tensor:
         """-> logits (batch, n_classes); fills `weights` with each layer's attention if given."""
