@@ -61,3 +61,17 @@ def test_bf16_logits_are_summed_in_fp32():
     ref, _ = reference(logits.bfloat16().float(), target, 0.1)
     assert loss16.dtype == torch.float32
     torch.testing.assert_close(loss16.double(), ref, rtol=1e-5, atol=1e-3)
+
+
+def test_the_backward_pass_runs_once_and_says_so_when_replayed():
+    """The gradient overwrites the saved log-probabilities: a replay must fail, not return junk."""
+    logits = torch.randn(6, 20, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(1, 20, (6,))
+    loss, nll = label_smoothed_nll(logits, target, 0.1, PAD)
+    (loss + 2 * nll).backward(retain_graph=True)
+    ref = logits.detach().clone().requires_grad_(True)
+    ref_loss, ref_nll = reference(ref, target, 0.1)
+    (ref_loss + 2 * ref_nll).backward()
+    torch.testing.assert_close(logits.grad, ref.grad)  # both outputs' gradients, in one pass
+    with pytest.raises(RuntimeError, match="its backward runs once"):
+        loss.backward()

@@ -10,8 +10,10 @@ and tensor2tensor do (fairseq spreads over the V - 1 other classes instead). Per
 
 One autograd Function computes both from a single log-softmax and writes a single (tokens, V)
 gradient, softmax - smoothed target, in its backward pass: less time and memory than letting
-autograd differentiate the formula term by term. Padding positions (`ignore_index`) contribute
-nothing.
+autograd differentiate the formula term by term. The gradient is written over the saved
+log-probabilities (a fresh (tokens, V) tensor is tens of megabytes whose pages the CPU must fault
+in again every step), so the backward pass runs once: `retain_graph` cannot replay it. Padding
+positions (`ignore_index`) contribute nothing.
 """
 
 from __future__ import annotations
@@ -35,15 +37,18 @@ class _SmoothedNLL(torch.autograd.Function):
             uniform = (-log_probs.sum(dim=-1)).masked_fill(~real, 0.0)  # (tokens,) sum_v -log p(v)
             loss = loss + (epsilon / logits.size(-1)) * uniform
         ctx.save_for_backward(log_probs, safe, real)
-        ctx.epsilon = epsilon
+        ctx.epsilon, ctx.consumed = epsilon, False
         return loss.sum(), nll.sum()
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor, grad_nll: Tensor):
+        if ctx.consumed:
+            raise RuntimeError("label_smoothed_nll: its backward runs once (it reuses its buffer)")
+        ctx.consumed = True
         log_probs, safe, real = ctx.saved_tensors
         eps, vocab = ctx.epsilon, log_probs.size(-1)
         realf = real.to(log_probs.dtype)  # (tokens,)
-        grad = torch.exp(log_probs)  # (tokens, V) softmax
+        grad = log_probs.exp_()  # (tokens, V) softmax, in the saved buffer: no fresh pages to fault in
         grad.mul_(((grad_loss + grad_nll) * realf)[:, None])
         if eps:
             grad.sub_((grad_loss * eps / vocab * realf)[:, None])
