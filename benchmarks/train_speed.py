@@ -67,7 +67,7 @@ def build_aiayn(p: dict):
     model = route_linears(Transformer(config))  # products through oneDNN, as aiayn's trainer does
 
     def loss_fn(src, tgt_in, tgt_out):
-        loss, _ = label_smoothed_nll(model(src, tgt_in), tgt_out, SMOOTHING, PAD)
+        loss, _ = label_smoothed_nll(model(src, tgt_in), tgt_out, SMOOTHING, PAD, overwrite_logits=True)
         return loss / tgt_out.ne(PAD).sum()
 
     return model, loss_fn
@@ -241,6 +241,7 @@ def run(args) -> dict:
             target=worker, args=(child, name, args.preset, args.threads, args.adam, args.compile, args.seed)
         )
         proc.start()
+        child.close()  # the worker's end lives in the worker only: if it dies, recv() raises EOFError
         workers[name] = (proc, parent)
     try:
         for _, conn in workers.values():  # warm up one at a time too

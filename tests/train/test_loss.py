@@ -75,3 +75,30 @@ def test_the_backward_pass_runs_once_and_says_so_when_replayed():
     torch.testing.assert_close(logits.grad, ref.grad)  # both outputs' gradients, in one pass
     with pytest.raises(RuntimeError, match="its backward runs once"):
         loss.backward()
+
+
+def test_overwriting_the_logits_gives_the_same_loss_and_gradients():
+    """The trainers' `overwrite_logits=True`: log-probabilities written over a model's logits."""
+    from aiayn.config import ModelConfig
+    from aiayn.model.linear import route_linears
+    from aiayn.model.transformer import Transformer
+
+    torch.manual_seed(0)  # routed as the trainer does: the logits are a view made in oneDNN's Function
+    config = ModelConfig(vocab_size=40, d_model=32, d_ff=64, n_heads=4, n_layers=2, dropout=0.0)
+    model = route_linears(Transformer(config))
+    src, tgt_in, tgt_out = (torch.randint(3, 40, (8, 6)) for _ in range(3))  # rows >= MIN_ROWS
+    tgt_out[1, 4:] = PAD
+    runs = []
+    for overwrite in (False, True):
+        model.zero_grad()
+        logits = model(src, tgt_in)
+        expected = torch.log_softmax(logits.detach(), -1)
+        loss, nll = label_smoothed_nll(logits, tgt_out, 0.1, PAD, overwrite_logits=overwrite)
+        written = torch.equal(logits.detach().reshape(expected.shape), expected)  # log-probs in place
+        loss.backward()
+        runs.append((loss.item(), nll.item(), [p.grad.clone() for p in model.parameters()], written))
+    (loss0, nll0, grads0, written0), (loss1, nll1, grads1, written1) = runs
+    assert (loss1, nll1) == (loss0, nll0)
+    for a, b in zip(grads0, grads1, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert written1 and not written0

@@ -148,9 +148,9 @@ def test_non_finite_loss_skips_then_stops(data_dir, tmp_path, monkeypatch, capsy
     real = trainer_module.label_smoothed_nll
     calls = {"n": 0}
 
-    def flaky(logits, *args):
+    def flaky(logits, *args, **kwargs):
         calls["n"] += 1
-        loss, nll = real(logits, *args)
+        loss, nll = real(logits, *args, **kwargs)
         return (loss * float("nan"), nll) if calls["n"] in (2, 3) else (loss, nll)
 
     monkeypatch.setattr(trainer_module, "label_smoothed_nll", flaky)
@@ -159,9 +159,11 @@ def test_non_finite_loss_skips_then_stops(data_dir, tmp_path, monkeypatch, capsy
     assert capsys.readouterr().err.count("non-finite loss") == 2
     assert all(torch.isfinite(t).all() for t in weights(result.checkpoint).values())
 
-    monkeypatch.setattr(
-        trainer_module, "label_smoothed_nll", lambda *a: (real(*a)[0] * float("inf"), real(*a)[1])
-    )
+    def infinite(*args, **kwargs):
+        loss, nll = real(*args, **kwargs)
+        return loss * float("inf"), nll
+
+    monkeypatch.setattr(trainer_module, "label_smoothed_nll", infinite)
     with pytest.raises(AiaynError, match="3 non-finite losses in a row"):
         train(data_dir, tmp_path / "fail", tiny_config(max_steps=10, max_nonfinite=3), progress=False)
 

@@ -143,7 +143,9 @@ class Trainer(TrainingLoop):
             with sync:
                 with self.precision.autocast():
                     logits = self.engine(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)
-                loss, nll = label_smoothed_nll(logits, batch.tgt_out, self.t.label_smoothing, cfg.pad_id)
+                loss, nll = label_smoothed_nll(
+                    logits, batch.tgt_out, self.t.label_smoothing, cfg.pad_id, overwrite_logits=True
+                )
                 scaled = loss * scale
                 (self.precision.scaler.scale(scaled) if self.precision.scaler else scaled).backward()
             update_loss += torch.stack([loss.detach(), nll.detach()])

@@ -191,7 +191,7 @@ class VisionTrainer(TrainingLoop):
             x = augment(x, self.t.crop_pad, self.t.flip)
         x, y = x.to(self.env.device), torch.from_numpy(self.labels[index]).to(self.env.device)  # y (batch,)
         logits = self.model(x)  # (batch, n_classes)
-        loss, _ = label_smoothed_nll(logits, y, self.t.label_smoothing, ignore_index=-1)
+        loss, _ = label_smoothed_nll(logits, y, self.t.label_smoothing, -1, overwrite_logits=True)
         (loss / len(index)).backward()
         if self.t.clip_norm:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip_norm, foreach=True)
