@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from aiayn.config import DecodeConfig, ModelConfig, SamplingConfig
@@ -56,8 +55,10 @@ class TransformerStepper:
         self.state = model.start_decoding(memory, mask, max_steps, beam)  # n * beam rows
 
     def step(self, tokens: Tensor) -> Tensor:
-        """tokens (rows,) -> log-probabilities (rows, vocab) in float32."""
-        return F.log_softmax(self.model.decode_step(tokens, self.state).float(), dim=-1)
+        """tokens (rows,) -> log-probabilities (rows, vocab) in float32, written over the logits
+        (this step's own tensor): a fresh one costs its pages again every step on the CPU."""
+        logits = self.model.decode_step(tokens, self.state).float()  # (rows, vocab)
+        return torch.log_softmax(logits, dim=-1, out=logits)
 
     def reorder(self, index: Tensor) -> None:
         self.state.reorder(index)
