@@ -161,3 +161,16 @@ def test_marian_style_start_token_is_never_emitted():
 
 def test_empty_batch():
     assert decode_batch(tiny_model(), torch.empty(0, 3, dtype=torch.long), DecodeConfig()) == []
+
+
+def test_a_step_gives_the_model_s_log_probabilities_with_or_without_autograd():
+    """The step writes log-probabilities over its own logits, except where autograd records."""
+    model, src = tiny_model(), sources([5, 3])
+    tokens = torch.full((2,), model.config.start_id)
+    expected = F.log_softmax(model(src, tokens[:, None])[:, -1].detach(), dim=-1)
+    with torch.inference_mode():
+        fast = TransformerStepper(model, src, 1, 4).step(tokens)
+    recorded = TransformerStepper(model, src, 1, 4).step(tokens)  # parameters require grad
+    assert recorded.requires_grad
+    torch.testing.assert_close(fast, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(recorded.detach(), expected, rtol=1e-5, atol=1e-5)

@@ -56,6 +56,17 @@ def test_the_seed_decides_the_mask():
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 
+@pytest.mark.parametrize("p", [1e-6, 0.99999])
+def test_p_within_a_lane_step_of_0_or_1_is_pytorch_s_dropout(p):
+    """round(p * 2^15) would be 0 (nothing dropped) or 2^15 (everything, scale 1/0)."""
+    x = torch.randn(4096)
+    y = dropout(x, p)
+    kept = y != 0
+    torch.testing.assert_close(y[kept], x[kept] / (1 - p))
+    with pytest.raises(ValueError, match="use F.dropout"):
+        keep_mask(x.shape, p)
+
+
 def test_identity_where_pytorch_is_and_pytorch_outside_the_fast_path():
     x = torch.randn(100)
     assert dropout(x, 0.1, training=False) is x and dropout(x, 0.0) is x

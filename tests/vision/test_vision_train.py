@@ -33,6 +33,7 @@ def test_a_tiny_vit_learns_which_quadrant_is_bright(tmp_path, quadrant_splits, o
     assert info["test_accuracy"] == result.test_accuracy and info["classes"] == ["NW", "NE", "SW", "SE"]
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert {r["kind"] for r in rows} == {"train", "dev", "test", "eta"}
+    assert [r for r in rows if r["kind"] == "train"][-1]["accuracy"] >= 0.8  # the logits, not the gradient
     (timing,) = [r for r in rows if r["kind"] == "eta"]  # said once, after the timed span
     assert timing["step"] == eta.SKIP + eta.SPAN
     updates_left = 4 * 32 - timing["step"]

@@ -58,7 +58,7 @@ class TransformerStepper:
         """tokens (rows,) -> log-probabilities (rows, vocab) in float32, written over the logits
         (this step's own tensor): a fresh one costs its pages again every step on the CPU."""
         logits = self.model.decode_step(tokens, self.state).float()  # (rows, vocab)
-        return torch.log_softmax(logits, dim=-1, out=logits)
+        return torch.log_softmax(logits, dim=-1, out=None if logits.requires_grad else logits)
 
     def reorder(self, index: Tensor) -> None:
         self.state.reorder(index)

@@ -70,7 +70,7 @@ def to_markdown(results: list[dict[str, Any]], preset: str, budget: Any) -> str:
     first = results[0]
     caption = (
         f"Variations of the {preset} reference (`base`), each trained for {budget} with the same data "
-        f"and seed; {_recipe(first['config']['train'])} Dev: {first['dev_sentences']:,} sentences; "
+        f"and seed; {_recipe((base or first)['config']['train'])} Dev: {first['dev_sentences']:,} sentences; "
         "PPL per wordpiece; BLEU with beam "
         f"{first['decode']['beam_size']}, alpha {first['decode']['alpha']}, the last checkpoint (no "
         f"averaging), sacreBLEU `{first['bleu_signature']}`. A blank setting is base's. The paper's "

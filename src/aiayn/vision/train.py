@@ -191,6 +191,7 @@ class VisionTrainer(TrainingLoop):
             x = augment(x, self.t.crop_pad, self.t.flip)
         x, y = x.to(self.env.device), torch.from_numpy(self.labels[index]).to(self.env.device)  # y (batch,)
         logits = self.model(x)  # (batch, n_classes)
+        correct = int((logits.argmax(-1) == y).sum())  # before the loss writes over the logits
         loss, _ = label_smoothed_nll(logits, y, self.t.label_smoothing, -1, overwrite_logits=True)
         (loss / len(index)).backward()
         if self.t.clip_norm:
@@ -200,7 +201,6 @@ class VisionTrainer(TrainingLoop):
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.state.step, self.state.tokens = self.state.step + 1, self.state.tokens + len(index)
-        correct = int((logits.argmax(-1) == y).sum())
         self.window.add(loss.item(), correct, len(index), time.monotonic() - began)
         return True
 
