@@ -5,7 +5,9 @@ A randomly initialised MarianMTModel of the tiny preset's size (d_model 256, 3 +
 d_ff 1024, 8k vocabulary; `--base`: 512, 6 + 6, 8, 2048, 32k) is converted to aiayn with
 `aiayn.interop` (same function, checked below), EOS is suppressed through the output bias so that
 every system generates exactly `--new-tokens` tokens per sentence, and each system translates the
-same `--sentences` random sources of `--src-len` tokens (EOS included) in one batch. HF runs with
+same `--sentences` random sources of `--src-len` tokens (EOS included) in one batch. Each system
+runs in its own worker process (spawned: CTranslate2's and PyTorch's thread pools never share a
+process); the systems take turns, one at a time, for `--repeats` rounds after a warm-up run each. HF runs with
 num_beams=4, length_penalty=alpha (aiayn: length_penalty_style="len", its equivalent), greedy with
 num_beams=1. Reported: output tokens per second (best of --repeats) and speed ratios (> 1: aiayn is
 faster), and how many sentences get exactly HF's output tokens.
@@ -28,8 +30,8 @@ CTranslate2 float32 and, in int8, against CTranslate2 int8, for beam 4 and greed
 from __future__ import annotations
 
 import argparse
-import copy
 import json
+import multiprocessing as mp
 import platform
 import tempfile
 import time
@@ -93,59 +95,32 @@ def check_same_function(hf: MarianMTModel, model: Transformer, src: torch.Tensor
     return float((ours - theirs).abs().max())
 
 
-def ctranslate2_runners(hf: MarianMTModel, src: torch.Tensor, threads: int, device: str, compute_types):
-    """{compute type: a function translating `src` with CTranslate2 -> token ids}, or {} if not installed."""
+def convert_for_ctranslate2(hf: MarianMTModel, directory: Path) -> Path | None:
+    """Save `hf` and convert it for CTranslate2 under `directory`; None if CTranslate2 is not installed."""
     try:
-        import ctranslate2
         from ctranslate2.converters import transformers as ct2_transformers
     except ImportError:
-        return {}
+        return None
     vocab = hf.config.vocab_size
-    names = ["</s>", "<unk>"] + [f"t{i}" for i in range(2, vocab - 1)] + ["<pad>"]
-    ids = {name: i for i, name in enumerate(names)}
 
     class Vocabulary:  # what the converter reads from a MarianTokenizer
         eos_token, unk_token, pad_token = "</s>", "<unk>", "<pad>"
 
         def get_vocab(self):
-            return dict(ids)
+            return {name: i for i, name in enumerate(ct2_names(vocab))}
 
     class Converter(ct2_transformers.TransformersConverter):
         def load_tokenizer(self, *args, **kwargs):
             return Vocabulary()
 
-    tmp = Path(tempfile.mkdtemp())
-    hf.save_pretrained(tmp / "hf")
-    Converter(str(tmp / "hf")).convert(str(tmp / "ct2"), force=True)
-    batch = [[names[i] for i in row] for row in src.tolist()]
-
-    def runner(compute_type: str):
-        translator = ctranslate2.Translator(
-            str(tmp / "ct2"), device=device, compute_type=compute_type, intra_threads=threads
-        )
-
-        def translate(beam: int, alpha: float, new: int) -> list[list[int]]:
-            results = translator.translate_batch(
-                batch, beam_size=beam, length_penalty=alpha, max_decoding_length=new,
-                min_decoding_length=new, max_batch_size=len(batch),
-            )  # fmt: skip
-            return [[ids[t] for t in r.hypotheses[0]] for r in results]
-
-        return translate
-
-    return {compute_type: runner(compute_type) for compute_type in compute_types}
+    hf.save_pretrained(directory / "hf")
+    Converter(str(directory / "hf")).convert(str(directory / "ct2"), force=True)
+    return directory / "ct2"
 
 
-def best_time(fn, repeats: int) -> tuple[float, object]:
-    fn()  # warm-up
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
+def ct2_names(vocab: int) -> list[str]:
+    """Token strings for ids 0..vocab-1 as the converted model's vocabulary has them."""
+    return ["</s>", "<unk>"] + [f"t{i}" for i in range(2, vocab - 1)] + ["<pad>"]
 
 
 def report(name: str, system: str, seconds: float, tokens: int) -> None:
@@ -187,55 +162,142 @@ def compare(size: str, name: str, seconds: dict, outputs: dict, tokens: int) -> 
     return rows, result
 
 
+# -- one worker process per system ----------------------------------------------------------------
+def build_system(system: str, args: argparse.Namespace, ct2_dir: Path | None):
+    """In a worker: a function beam -> the benchmark's sources translated, as token ids."""
+    hf, model = build_models("base" if args.base else "tiny", args.device)
+    src = sources(args.sentences, args.src_len, model.config.vocab_size, args.device)
+    if system.startswith("CTranslate2"):
+        return ct2_system(src, "int8" if "int8" in system else "float32", args, ct2_dir)
+    if system == "HF generate":
+        return hf_system(hf, src, args)
+    return aiayn_system(model, src, args, int8=system == "aiayn int8")
+
+
+def ct2_system(src: torch.Tensor, compute_type: str, args: argparse.Namespace, ct2_dir: Path):
+    import ctranslate2
+
+    names = ct2_names(args.vocab_size)
+    ids = {name: i for i, name in enumerate(names)}
+    batch = [[names[i] for i in row] for row in src.tolist()]
+    translator = ctranslate2.Translator(
+        str(ct2_dir), device=args.device, compute_type=compute_type, intra_threads=args.threads
+    )
+
+    def translate(beam: int) -> list[list[int]]:
+        results = translator.translate_batch(
+            batch, beam_size=beam, length_penalty=args.alpha, max_decoding_length=args.new_tokens,
+            min_decoding_length=args.new_tokens, max_batch_size=len(batch),
+        )  # fmt: skip
+        return [[ids[t] for t in r.hypotheses[0]] for r in results]
+
+    return translate
+
+
+def hf_system(hf: MarianMTModel, src: torch.Tensor, args: argparse.Namespace):
+    new = args.new_tokens
+
+    def translate(beam: int) -> list[list[int]]:
+        with torch.inference_mode():
+            out = hf.generate(
+                input_ids=src, attention_mask=torch.ones_like(src), num_beams=beam, do_sample=False,
+                length_penalty=args.alpha, max_new_tokens=new, min_new_tokens=new, early_stopping=False,
+            )  # fmt: skip
+        return [t[1:new].tolist() for t in out.cpu()]  # without the start token and the final one
+
+    return translate
+
+
+def aiayn_system(model: Transformer, src: torch.Tensor, args: argparse.Namespace, int8: bool):
+    if int8:
+        model = quantize_int8(model)
+    elif args.device == "cpu":
+        pack_for_inference(model)  # as Translator.load does: oneDNN-packed weights where they pay
+    new = args.new_tokens
+
+    def translate(beam: int) -> list[list[int]]:
+        options = DecodeConfig(beam_size=beam, alpha=args.alpha, length_penalty_style="len", max_len_a=0.0,
+                               max_len_b=new - 1, batch_tokens=1 << 20)  # fmt: skip
+        hyps = decode_batch(model, src, options)
+        assert all(len(h[0].tokens) == new - 1 for h in hyps)  # new - 1 tokens + the forced EOS
+        return [h[0].tokens for h in hyps]
+
+    return translate
+
+
+def worker(conn, system: str, args: argparse.Namespace, ct2_dir: Path | None) -> None:
+    """Build one system, then answer ("run", beam) with (seconds, outputs) until ("stop",)."""
+    torch.set_num_threads(args.threads)
+    translate = build_system(system, args, ct2_dir)
+    conn.send("ready")
+    while (command := conn.recv())[0] == "run":
+        start = time.perf_counter()
+        out = translate(command[1])
+        if args.device != "cpu":
+            torch.cuda.synchronize()
+        conn.send((time.perf_counter() - start, out))
+
+
+def time_systems(systems: list[str], args: argparse.Namespace, ct2_dir: Path | None) -> dict:
+    """{search name: ({system: best seconds}, {system: outputs})}: every system in its own process,
+    one warm-up run each, then `--repeats` rounds in which the systems run in turn (never two at once)."""
+    ctx = mp.get_context("spawn")
+    workers = {}
+    try:
+        for system in systems:
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=worker, args=(child, system, args, ct2_dir))
+            proc.start()
+            child.close()  # if the worker dies, recv() raises EOFError instead of hanging
+            workers[system] = (proc, parent)
+            parent.recv()  # built before the next one starts: no two builds share the cores
+        results = {}
+        for beam in (4, 1):
+            seconds, outputs = {s: float("inf") for s in systems}, {}
+            for _, conn in workers.values():
+                conn.send(("run", beam))
+                conn.recv()  # warm-up
+            for _ in range(args.repeats):
+                for system, (_, conn) in workers.items():
+                    conn.send(("run", beam))
+                    took, outputs[system] = conn.recv()
+                    seconds[system] = min(seconds[system], took)
+            results["greedy" if beam == 1 else f"beam {beam}"] = seconds, outputs
+        return results
+    finally:
+        for proc, conn in workers.values():
+            if proc.is_alive():
+                conn.send(("stop",))
+                proc.join(timeout=30)
+
+
 def run(args: argparse.Namespace) -> tuple[list[dict], dict]:
     """Time every system; print the table; return run_all.py rows and the raw results."""
     torch.set_num_threads(args.threads)
     size = "base" if args.base else "tiny"
     hf, model = build_models(size, args.device)
     src = sources(args.sentences, args.src_len, model.config.vocab_size, args.device)
+    args.vocab_size = model.config.vocab_size
     print(f"max |logit difference| aiayn vs HF on the same input: {check_same_function(hf, model, src):.2e}")
     int8 = args.int8 and args.device == "cpu"
-    model_int8 = quantize_int8(copy.deepcopy(model)) if int8 else None
-    if args.device == "cpu":
-        pack_for_inference(model)  # as Translator.load does: oneDNN-packed weights where they pay
-    compute_types = ["float32", "int8"] if int8 else ["float32"]
-    ct2 = ctranslate2_runners(hf, src, args.threads, args.device, compute_types)
-    new, tokens = args.new_tokens, args.sentences * args.new_tokens
-    print(f"{platform.machine()}, torch {torch.__version__}, {args.threads} threads, {args.device}: "
-          f"{args.sentences} sentences x {args.src_len} source tokens, {new} generated each")  # fmt: skip
+    systems = ["aiayn", "HF generate"] + ["aiayn int8"] * int8
+    with tempfile.TemporaryDirectory() as tmp:
+        ct2_dir = convert_for_ctranslate2(hf, Path(tmp))
+        if ct2_dir is not None:
+            systems += ["CTranslate2"] + ["CTranslate2 int8"] * int8
+        del hf, model
+        new, tokens = args.new_tokens, args.sentences * args.new_tokens
+        print(f"{platform.machine()}, torch {torch.__version__}, {args.threads} threads, {args.device}: "
+              f"{args.sentences} sentences x {args.src_len} source tokens, {new} generated each; "
+              f"each system in its own process")  # fmt: skip
+        timed = time_systems(systems, args, ct2_dir)
     rows, results = [], {}
-    for beam in (4, 1):
-        name = "greedy" if beam == 1 else f"beam {beam}"
-        options = DecodeConfig(beam_size=beam, alpha=args.alpha, length_penalty_style="len", max_len_a=0.0,
-                               max_len_b=new - 1, batch_tokens=1 << 20)  # fmt: skip
-
-        def ours(m: Transformer, o: DecodeConfig = options) -> list[list[int]]:
-            hyps = decode_batch(m, src, o)
-            assert all(len(h[0].tokens) == new - 1 for h in hyps)  # new - 1 tokens + the forced EOS
-            return [h[0].tokens for h in hyps]
-
-        def hf_generate(beam: int = beam) -> list[list[int]]:
-            with torch.inference_mode():
-                out = hf.generate(
-                    input_ids=src, attention_mask=torch.ones_like(src), num_beams=beam, do_sample=False,
-                    length_penalty=args.alpha, max_new_tokens=new, min_new_tokens=new, early_stopping=False,
-                )  # fmt: skip
-            return [t[1:new].tolist() for t in out.cpu()]  # without the start token and the final one
-
-        systems = {"aiayn": lambda: ours(model), "HF generate": hf_generate}
-        if "float32" in ct2:
-            systems["CTranslate2"] = lambda b=beam: ct2["float32"](b, args.alpha, new)
-        if model_int8 is not None:
-            systems["aiayn int8"] = lambda: ours(model_int8)
-        if "int8" in ct2:
-            systems["CTranslate2 int8"] = lambda b=beam: ct2["int8"](b, args.alpha, new)
-        seconds, outputs = {}, {}
-        for system, fn in systems.items():
-            seconds[system], outputs[system] = best_time(fn, args.repeats)
+    for name, (seconds, outputs) in timed.items():
+        for system in systems:
             report(name, system, seconds[system], tokens)
         search_rows, results[name] = compare(size, name, seconds, outputs, tokens)
         rows += search_rows
-    if not ct2:
+    if ct2_dir is None:
         print("CTranslate2 is not installed (pip install ctranslate2): skipped")
     return rows, results
 

@@ -44,6 +44,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
+from aiayn.decode.blockwise import row_max, row_topk
 
 STYLES = LENGTH_PENALTY_STYLES
 StopHook = Callable[[], bool]  # asked before every step; True: stop (raise SearchStopped)
@@ -171,7 +172,7 @@ def greedy_search(
         _check_stop(should_stop, step)
         logp = _mask_step(stepper.step(tokens)[:, None], step, max_lens, eos_id, banned_t)
         logp = (logp if prefixes is None else prefixes.force(logp, step, ids))[:, 0]  # (rows, vocab)
-        best, tokens = logp.max(dim=-1)  # (rows,)
+        best, tokens = row_max(logp)  # (rows,)
         seqs[:, step - 1] = tokens
         log_probs += best
         ended = tokens.eq(eos_id).cpu()
@@ -270,7 +271,7 @@ class _Beams:
         """
         n, k, vocab = logp.shape
         cand = logp.add_(self.live_scores[:, :, None]).reshape(n, k * vocab)  # log P of every extension
-        top, index = cand.topk(min(2 * k, k * vocab), dim=1)  # (n, c), sorted
+        top, index = row_topk(cand, min(2 * k, k * vocab))  # (n, c), sorted
         beam, token = index // vocab, index % vocab
         total = self.live_seqs.size(2)
         seqs = self.live_seqs.gather(1, beam[:, :, None].expand(-1, -1, total))  # (n, c, T)
