@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 DEB_PACKAGES := sword-text-sparv sword-text-kjv sword-text-web \
                 libreoffice-help-en-us libreoffice-help-de libreoffice-help-es dataset-fashion-mnist \
-                chromium chromium-driver
+                chromium chromium-driver libtcmalloc-minimal4
 PIP_FLAGS := -q -c constraints.txt
 
 .PHONY: demo test test-fast bench lint deb venv clean

@@ -15,6 +15,9 @@ Fairness:
   fresh process that imported the same libraries;
 - aiayn times oneDNN against MKL on its first steps (before the timed ones) and keeps the faster,
   as its trainer does (`aiayn.train.kernels`);
+- the memory allocator (`--allocator`): "shipped" (default) runs aiayn's worker under the one the
+  `aiayn` command runs on (tcmalloc where installed: `aiayn.malloc`) and the peers under the C
+  library's, as each runs out of the box; "same" gives every worker aiayn's; "system" none;
 - every peer runs its best settings: SDPA attention (`attn_implementation="sdpa"` for HF, the
   is_causal fast path for nn.Transformer), no key-padding masks (there is no padding), the
   fused PyTorch loss `F.cross_entropy(label_smoothing=0.1)`, `use_cache=False` for HF, and the
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import resource
 import statistics
 import sys
@@ -232,15 +236,42 @@ def worker(conn, name: str, preset: str, threads: int, adam: str, compile_model:
 
 
 # -- the parent: interleaved rounds ---------------------------------------------------------------
+def preload(name: str, allocator: str) -> str | None:
+    """The library to preload into `name`'s worker (see --allocator), or None."""
+    from aiayn import malloc
+
+    if allocator == "system" or (allocator == "shipped" and name != "aiayn") or not malloc.wanted():
+        return None
+    return malloc.library()
+
+
+def start(ctx, target, args: tuple, library: str | None):
+    """Spawn a worker process, with `library` preloaded if given (a spawned child starts a fresh
+    interpreter with the parent's environment as it is at `start`)."""
+    proc = ctx.Process(target=target, args=args)
+    before = os.environ.get("LD_PRELOAD")
+    if library:
+        os.environ["LD_PRELOAD"] = f"{library} {before or ''}".strip()
+    try:
+        proc.start()
+    finally:
+        if before is None:
+            os.environ.pop("LD_PRELOAD", None)
+        else:
+            os.environ["LD_PRELOAD"] = before
+    return proc
+
+
 def run(args) -> dict:
     ctx = mp.get_context("spawn")
     workers = {}
     for name in args.models:
         parent, child = ctx.Pipe()
-        proc = ctx.Process(
-            target=worker, args=(child, name, args.preset, args.threads, args.adam, args.compile, args.seed)
+        library = preload(name, args.allocator)
+        args.preloaded[name] = library
+        proc = start(
+            ctx, worker, (child, name, args.preset, args.threads, args.adam, args.compile, args.seed), library
         )
-        proc.start()
         child.close()  # the worker's end lives in the worker only: if it dies, recv() raises EOFError
         workers[name] = (proc, parent)
     try:
@@ -278,6 +309,8 @@ def report(args, results: dict) -> list[dict]:
     peers = [n for n in results if n != "aiayn"]
     best = max(peers, key=lambda n: results[n]["tok_s"]) if peers else None
     print(f"\ntraining, {args.preset}: {BATCH}x{TGT_LEN} target tokens/step, fp32, {args.threads} threads")
+    malloc = {name: os.path.basename(lib) if lib else "C library's" for name, lib in args.preloaded.items()}
+    print("malloc: " + ", ".join(f"{LABELS[name]} {lib}" for name, lib in malloc.items()))
     print(f"{'model':<18}{'params':>12}{'tok/s':>10}{'ms/step':>10}{'peak RSS MiB':>14}")
     for name, r in results.items():
         print(
@@ -317,9 +350,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adam", choices=("fused", "foreach", "loop"), default="fused")
     parser.add_argument("--compile", action="store_true", help="torch.compile every model's step")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--allocator", choices=("shipped", "same", "system"), default="shipped",
+        help="shipped: aiayn's worker under the aiayn command's allocator (tcmalloc where installed), "
+        "the peers under the C library's; same: every worker under aiayn's; system: none preloaded",
+    )  # fmt: skip
     parser.add_argument("--json", help="write the result rows here (for run_all.py)")
     args = parser.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]
+    args.preloaded = {}
     if unknown := set(args.models) - set(MODELS):
         parser.error(f"unknown model(s): {', '.join(sorted(unknown))}")
     if args.steps:

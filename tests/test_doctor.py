@@ -73,6 +73,18 @@ def test_json_report_has_every_key_with_its_type(capsys):
         assert isinstance(dep["ok"], bool)
         assert (dep["error"] is None) == dep["ok"]
         assert dep["version"] is None or isinstance(dep["version"], str)
+    assert isinstance(rep["allocator"]["name"], str) and rep["allocator"]["name"]
+
+
+def test_allocator_found_in_the_process_maps():
+    libc_only = "7f00-7f10 r-xp 00000000 08:01 42 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+    tcmalloc = "/usr/lib/libtcmalloc_minimal.so.4.5.10"
+    preloaded = libc_only + f"7f20-7f30 r-xp 00000000 08:01 43 {tcmalloc}\n"
+    assert doctor.allocator(preloaded) == {"name": "tcmalloc", "library": tcmalloc}
+    jemalloc = libc_only + "7f20-7f30 r-xp 00000000 08:01 44 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n"
+    assert doctor.allocator(jemalloc)["name"] == "jemalloc"
+    plain = doctor.allocator(libc_only + "7f40-7f50 rw-p 00000000 00:00 0\n")  # an anonymous mapping too
+    assert plain["library"] is None and plain["name"] not in doctor.ALLOCATORS
 
 
 def test_matmul_figures_are_positive_floats():
@@ -119,7 +131,7 @@ def test_human_report_has_one_line_per_idea(capsys, broken_module):
     assert main(["doctor", "--no-measure"]) == 0
     lines = capsys.readouterr().out.splitlines()
     labels = [line.split()[0] for line in lines if line[:1].strip()]
-    for label in ("versions", "cpu", "threads", "matmul", "kernels", "int8", "gpus", "optional"):
+    for label in ("versions", "cpu", "threads", "malloc", "matmul", "kernels", "int8", "gpus", "optional"):
         assert label in labels
     text = "\n".join(lines)
     assert "aiayn_no_such_module missing (No module named" in text

@@ -2,7 +2,8 @@
 
 Versions (aiayn, torch, Python, the OS, numpy); the CPU (model, cores, the instruction-set flags that
 decide which kernels run: AVX2, FMA, AVX-512, VNNI, AMX, NEON, and the capability torch dispatches
-to); torch's threads and the environment variables that change threads or kernels; measured float32
+to); torch's threads and the environment variables that change threads or kernels; the memory
+allocator the process runs on (glibc's malloc, or tcmalloc / jemalloc preloaded); measured float32
 matrix-product speed through MKL (`F.linear`) and through oneDNN, the two paths of
 `aiayn.model.linear` (the products of sections 3.2.2, 3.3 and 3.4); which of them the model uses;
 the int8 path (`--int8`); GPUs; and whether each optional dependency imports.
@@ -127,6 +128,30 @@ def threads() -> dict:
     }
 
 
+ALLOCATORS = ("tcmalloc", "jemalloc", "mimalloc")  # malloc replacements, as their libraries are named
+
+
+def allocator(maps_text: str | None = None) -> dict:
+    """The malloc this process runs on: a replacement loaded into it (found in /proc/self/maps,
+    or `maps_text`) and its library, else the C library's own. {"name": str, "library": str | None}.
+
+    It moves CPU training's speed and memory (BENCHMARKS.md: glibc faults in ~200 MB of fresh pages
+    a tiny-model step; tcmalloc reuses them), so a figure should say which one ran."""
+    if maps_text is None:
+        try:
+            with open("/proc/self/maps") as f:
+                maps_text = f.read()
+        except OSError:
+            maps_text = ""
+    for line in maps_text.splitlines():
+        path = line.split()[-1] if line.split() else ""
+        for name in ALLOCATORS:
+            if name in os.path.basename(path):
+                return {"name": name, "library": path}
+    libc = platform.libc_ver()[0]
+    return {"name": libc or "system", "library": None}
+
+
 def _gflops(product: Callable[[], object], flops: float) -> float:
     """GFLOP/s of `product`: WARMUP calls, then the median of REPEATS loops of >= MIN_LOOP_S each."""
     for _ in range(WARMUP - 1):
@@ -233,6 +258,7 @@ def report(measure: bool = True) -> dict:
         "versions": versions(),
         "cpu": cpu(),
         "threads": threads(),
+        "allocator": allocator(),
         "matmul": matmul_gflops() if measure else None,
         "kernels": kernels(),
         "int8": int8(),
@@ -299,6 +325,12 @@ def _threads_line(rep: dict) -> str:
     return f"{'threads':<{LABEL_WIDTH}}torch {t['intra_op']}, interop {t['inter_op']}; {env_text}"
 
 
+def _allocator_line(rep: dict) -> str:
+    a = rep["allocator"]
+    where = f" ({a['library']})" if a["library"] else ""
+    return f"{'malloc':<{LABEL_WIDTH}}{a['name']}{where}"
+
+
 def _matmul_line(rep: dict) -> str:
     m = rep["matmul"]
     if m is None:
@@ -353,6 +385,6 @@ def _optional_lines(rep: dict) -> list[str]:
 def format_report(rep: dict) -> str:
     """The report as a compact table: one idea a line, a label column, wrapped under ~100 columns."""
     lines = _versions_lines(rep)
-    lines += [_cpu_line(rep), _threads_line(rep), _matmul_line(rep)]
+    lines += [_cpu_line(rep), _threads_line(rep), _allocator_line(rep), _matmul_line(rep)]
     lines += _kernel_lines(rep) + _gpu_lines(rep) + _optional_lines(rep)
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from aiayn.cli import parse as parse_cli
 from aiayn.cli import prepare as prepare_cli
 from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
 from aiayn.errors import AiaynError
+from aiayn.malloc import run_under_tcmalloc
 from aiayn.quickstart import QUICKSTART_STEPS
 
 Handler = Callable[[argparse.Namespace], int | None]
@@ -348,6 +349,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line: `argv`, or this process's arguments (then under tcmalloc where it is
+    installed: `aiayn.malloc`, which runs the command again before PyTorch is imported)."""
+    if argv is None:
+        run_under_tcmalloc(sys.argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args) or 0)
