@@ -30,6 +30,7 @@ CTranslate2 float32 and, in int8, against CTranslate2 int8, for beam 4 and greed
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import platform
@@ -267,8 +268,11 @@ def time_systems(systems: list[str], args: argparse.Namespace, ct2_dir: Path | N
     finally:
         for proc, conn in workers.values():
             if proc.is_alive():
-                conn.send(("stop",))
+                with contextlib.suppress(OSError):  # a worker that died closed its end
+                    conn.send(("stop",))
                 proc.join(timeout=30)
+            if proc.is_alive():
+                proc.terminate()
 
 
 def run(args: argparse.Namespace) -> tuple[list[dict], dict]:

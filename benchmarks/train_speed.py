@@ -29,6 +29,7 @@ Fairness:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -195,6 +196,7 @@ def worker(conn, name: str, preset: str, threads: int, adam: str, compile_model:
     import transformers  # noqa: F401  (every worker imports the same libraries: equal baselines)
 
     import aiayn.model.transformer  # noqa: F401
+    from aiayn.doctor import allocator
 
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
@@ -214,7 +216,8 @@ def worker(conn, name: str, preset: str, threads: int, adam: str, compile_model:
             return
         if command[0] == "stats":
             n_params = sum(q.numel() for q in {id(q): q for q in params}.values())
-            conn.send({"params": n_params, "baseline_mib": baseline, "peak_mib": rss_mib()})
+            malloc = allocator()["name"]  # what this process runs on, preloaded by us or inherited
+            conn.send({"params": n_params, "baseline_mib": baseline, "peak_mib": rss_mib(), "malloc": malloc})
             continue
 
         def step():
@@ -268,7 +271,6 @@ def run(args) -> dict:
     for name in args.models:
         parent, child = ctx.Pipe()
         library = preload(name, args.allocator)
-        args.preloaded[name] = library
         proc = start(
             ctx, worker, (child, name, args.preset, args.threads, args.adam, args.compile, args.seed), library
         )
@@ -291,8 +293,11 @@ def run(args) -> dict:
     finally:
         for proc, conn in workers.values():
             if proc.is_alive():
-                conn.send(("stop",))
+                with contextlib.suppress(OSError):  # a worker that died closed its end
+                    conn.send(("stop",))
                 proc.join(timeout=30)
+            if proc.is_alive():
+                proc.terminate()
     tokens = BATCH * TGT_LEN
     results = {}
     for name in workers:
@@ -309,8 +314,7 @@ def report(args, results: dict) -> list[dict]:
     peers = [n for n in results if n != "aiayn"]
     best = max(peers, key=lambda n: results[n]["tok_s"]) if peers else None
     print(f"\ntraining, {args.preset}: {BATCH}x{TGT_LEN} target tokens/step, fp32, {args.threads} threads")
-    malloc = {name: os.path.basename(lib) if lib else "C library's" for name, lib in args.preloaded.items()}
-    print("malloc: " + ", ".join(f"{LABELS[name]} {lib}" for name, lib in malloc.items()))
+    print("malloc: " + ", ".join(f"{LABELS[name]} {r['malloc']}" for name, r in results.items()))
     print(f"{'model':<18}{'params':>12}{'tok/s':>10}{'ms/step':>10}{'peak RSS MiB':>14}")
     for name, r in results.items():
         print(
@@ -358,7 +362,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the result rows here (for run_all.py)")
     args = parser.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]
-    args.preloaded = {}
     if unknown := set(args.models) - set(MODELS):
         parser.error(f"unknown model(s): {', '.join(sorted(unknown))}")
     if args.steps:

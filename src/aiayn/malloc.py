@@ -9,11 +9,14 @@ heap grows. Measured on the quickstart (BENCHMARKS.md): 10.6 million page faults
 tokens per second, the same losses to the last digit.
 
 So the command (the `aiayn` script, `python -m aiayn`, each `torchrun -m aiayn` worker) runs itself
-again, once and before importing PyTorch, with tcmalloc preloaded (`os.execve`: the same process id,
-arguments and descriptors) when its library is installed (Debian: libtcmalloc-minimal4, which
-`make` installs) and no replacement allocator is preloaded already. `AIAYN_MALLOC=system` keeps the
-C library's. The programs it starts get the user's own LD_PRELOAD back. Importing aiayn as a
-library changes nothing: the allocator is the program's choice (`LD_PRELOAD=...` before `python`).
+again, once and before importing PyTorch, with tcmalloc preloaded when its library is installed
+(Debian: libtcmalloc-minimal4, which `make` installs) and no replacement allocator is preloaded
+already: `os.execve` of the interpreter with its original command line (`sys.orig_argv`: the same
+script or `-m`, interpreter flags and arguments), so the same process id and descriptors.
+`AIAYN_MALLOC=system` keeps the C library's malloc. tcmalloc goes after the user's LD_PRELOAD
+entries (a sanitizer or a malloc tracer stays first), and the programs the command starts get the
+user's LD_PRELOAD back. Only the command's entry points (`entry`) do this: `aiayn.cli.main(argv)`
+and importing aiayn as a library change nothing (there the program chooses: `LD_PRELOAD=...`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ LIBRARY = "tcmalloc_minimal"  # libtcmalloc_minimal.so.4 (gperftools' malloc wit
 REPLACEMENTS = ("tcmalloc", "jemalloc", "mimalloc")  # already preloaded: the user's choice stands
 TRIED = "AIAYN_MALLOC_TRIED"  # in the re-run's environment: it never runs itself again
 BEFORE = "AIAYN_LD_PRELOAD_BEFORE"  # the user's LD_PRELOAD, restored for the programs it starts
-QUIET = {"TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD": str(1 << 40)}  # no notice per block over 1 GB
+QUIET = "TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD"  # tcmalloc's notice per block over 1 GB: off ...
+QUIETED = "AIAYN_MALLOC_QUIETED"  # ... unless the user set it; this says aiayn did (removed again)
 
 
 def library() -> str | None:
@@ -44,17 +48,21 @@ def wanted(environ: dict | os._Environ = os.environ) -> bool:
 
 
 def rerun_environment(path: str, environ: dict | os._Environ = os.environ) -> dict:
-    """The environment of the re-run: tcmalloc first in LD_PRELOAD, the user's value kept aside."""
+    """The environment of the re-run: tcmalloc after the user's LD_PRELOAD, which is kept aside."""
     before = environ.get("LD_PRELOAD", "")
-    env = dict(environ, **QUIET)
-    env.update({TRIED: "1", BEFORE: before, "LD_PRELOAD": f"{path} {before}".strip()})
+    env = dict(environ)
+    if QUIET not in env:
+        env.update({QUIET: str(1 << 40), QUIETED: "1"})
+    env.update({TRIED: "1", BEFORE: before, "LD_PRELOAD": f"{before} {path}".strip()})
     return env
 
 
 def restore_environment(environ: dict | os._Environ = os.environ) -> None:
-    """In the re-run: give the programs it starts the user's LD_PRELOAD (and no TRIED mark, so a
-    command among them makes its own choice)."""
+    """In the re-run: give the programs it starts the user's environment back (LD_PRELOAD, no
+    TRIED mark, so a command among them makes its own choice)."""
     environ.pop(TRIED, None)
+    if environ.pop(QUIETED, None) is not None:
+        environ.pop(QUIET, None)
     if BEFORE in environ:
         before = environ.pop(BEFORE)
         if before:
@@ -63,15 +71,19 @@ def restore_environment(environ: dict | os._Environ = os.environ) -> None:
             environ.pop("LD_PRELOAD", None)
 
 
-def run_under_tcmalloc(argv: list[str]) -> None:
-    """Replace this process with `python -m aiayn argv` under tcmalloc when `wanted` and installed;
-    return (having restored the environment in a re-run) otherwise."""
+def run_under_tcmalloc() -> None:
+    """Replace this process with the same command line under tcmalloc when `wanted` and installed;
+    return otherwise (having restored the environment, in a re-run), or if the re-run cannot start."""
     if TRIED in os.environ:
         restore_environment()
         return
     path = library() if wanted() else None
-    if path is None:
+    if path is None or not sys.executable:
         return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "aiayn", *argv], rerun_environment(path))
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    try:
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], rerun_environment(path))
+    except OSError:
+        return  # the interpreter cannot be run again (embedded, removed): carry on as we are

@@ -83,8 +83,23 @@ def test_small_inputs_and_large_k_take_pytorchs_own(monkeypatch):
     x = torch.randn(2, 8000)  # one sentence's rows: fewer elements than MIN_NUMEL
     assert not blockwise._blocked(x)
     assert torch.equal(row_max(x).indices, x.max(dim=1).indices)
-    wide = torch.randn(32, 16 * BLOCK)
-    assert torch.equal(row_topk(wide, 17).values, wide.topk(17, dim=1).values)  # k > blocks
+    wide = torch.randn(64, 16 * BLOCK)
+    assert blockwise._blocked(wide)  # blocked for max, but k > its 16 blocks: topk's own
+    assert torch.equal(row_topk(wide, 17).values, wide.topk(17, dim=1).values)
+
+
+def test_nan_and_half_precision_and_non_contiguous_rows():
+    exact = dict(rtol=0, atol=0, equal_nan=True)
+    x = torch.randn(64, 20 * BLOCK + 3, generator=torch.Generator().manual_seed(5))
+    x[0, 5 * BLOCK + 2] = float("nan")  # max and topk rank NaN first
+    x[1, -1] = float("nan")  # in the tail
+    for y in (x, x.to(torch.bfloat16), x.t().contiguous().t()):  # the last: rows not contiguous
+        values, index = row_max(y)
+        torch.testing.assert_close(values, y.max(dim=1).values, **exact)
+        assert torch.equal(index, y.max(dim=1).indices)
+        values, index = row_topk(y, 8)
+        torch.testing.assert_close(values, y.topk(8, dim=1).values, **exact)
+        torch.testing.assert_close(y.gather(1, index), values, **exact)
 
 
 def test_searches_give_the_same_hypotheses_with_and_without_blocks(monkeypatch):

@@ -349,10 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line: `argv`, or this process's arguments (then under tcmalloc where it is
-    installed: `aiayn.malloc`, which runs the command again before PyTorch is imported)."""
-    if argv is None:
-        run_under_tcmalloc(sys.argv[1:])
+    """The command line on `argv` (default: this process's arguments), in this process."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args) or 0)
@@ -364,5 +361,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry() -> int:
+    """The `aiayn` command and `python -m aiayn`: `main` under tcmalloc where it is installed
+    (`aiayn.malloc` runs the command line again, once, before PyTorch is imported)."""
+    run_under_tcmalloc()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())
