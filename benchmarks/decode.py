@@ -30,7 +30,6 @@ CTranslate2 float32 and, in int8, against CTranslate2 int8, for beam 4 and greed
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import multiprocessing as mp
 import platform
@@ -48,6 +47,7 @@ from aiayn.interop.weights import marian_to_aiayn
 from aiayn.model.linear import pack_for_inference
 from aiayn.model.quantize import quantize_int8
 from aiayn.model.transformer import Transformer
+from workers import stop_workers  # benchmarks/, the script's own directory
 
 SIZES = {
     "tiny": dict(vocab_size=8000, d_model=256, layers=3, heads=4, ffn=1024),
@@ -266,13 +266,7 @@ def time_systems(systems: list[str], args: argparse.Namespace, ct2_dir: Path | N
             results["greedy" if beam == 1 else f"beam {beam}"] = seconds, outputs
         return results
     finally:
-        for proc, conn in workers.values():
-            if proc.is_alive():
-                with contextlib.suppress(OSError):  # a worker that died closed its end
-                    conn.send(("stop",))
-                proc.join(timeout=30)
-            if proc.is_alive():
-                proc.terminate()
+        stop_workers(workers)
 
 
 def run(args: argparse.Namespace) -> tuple[list[dict], dict]:

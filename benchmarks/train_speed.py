@@ -29,7 +29,6 @@ Fairness:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -37,6 +36,8 @@ import resource
 import statistics
 import sys
 import time
+
+from workers import stop_workers  # benchmarks/, the script's own directory
 
 BATCH, SRC_LEN, TGT_LEN = 64, 32, 32
 PRESETS = {
@@ -291,13 +292,7 @@ def run(args) -> dict:
             conn.send(("stats",))
             stats[name] = conn.recv()
     finally:
-        for proc, conn in workers.values():
-            if proc.is_alive():
-                with contextlib.suppress(OSError):  # a worker that died closed its end
-                    conn.send(("stop",))
-                proc.join(timeout=30)
-            if proc.is_alive():
-                proc.terminate()
+        stop_workers(workers)
     tokens = BATCH * TGT_LEN
     results = {}
     for name in workers:
