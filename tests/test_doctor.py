@@ -10,6 +10,7 @@ import pytest
 
 from aiayn import doctor
 from aiayn.cli import main
+from aiayn.malloc import REPLACEMENTS
 
 AVX2_ONLY = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -84,7 +85,7 @@ def test_allocator_found_in_the_process_maps():
     jemalloc = libc_only + "7f20-7f30 r-xp 00000000 08:01 44 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n"
     assert doctor.allocator(jemalloc)["name"] == "jemalloc"
     plain = doctor.allocator(libc_only + "7f40-7f50 rw-p 00000000 00:00 0\n")  # an anonymous mapping too
-    assert plain["library"] is None and plain["name"] not in doctor.ALLOCATORS
+    assert plain["library"] is None and plain["name"] not in REPLACEMENTS
 
 
 def test_matmul_figures_are_positive_floats():

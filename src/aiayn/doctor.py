@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 import aiayn
+from aiayn.malloc import REPLACEMENTS  # malloc replacements, as their libraries are named
 
 OPTIONAL = (
     "transformers",
@@ -128,9 +129,6 @@ def threads() -> dict:
     }
 
 
-ALLOCATORS = ("tcmalloc", "jemalloc", "mimalloc")  # malloc replacements, as their libraries are named
-
-
 def allocator(maps_text: str | None = None) -> dict:
     """The malloc this process runs on: a replacement loaded into it (found in /proc/self/maps,
     or `maps_text`) and its library, else the C library's own. {"name": str, "library": str | None}.
@@ -145,7 +143,7 @@ def allocator(maps_text: str | None = None) -> dict:
             maps_text = ""
     for line in maps_text.splitlines():
         path = line.split()[-1] if line.split() else ""
-        for name in ALLOCATORS:
+        for name in REPLACEMENTS:
             if name in os.path.basename(path):
                 return {"name": name, "library": path}
     libc = platform.libc_ver()[0]

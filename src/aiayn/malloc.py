@@ -6,7 +6,7 @@ activations and gradients anew faults in hundreds of megabytes of zeroed pages e
 blocks PyTorch asks for with `posix_memalign` do not fit the holes that freed ones leave, so the
 heap grows. Measured on the quickstart (BENCHMARKS.md): 10.6 million page faults in 150 updates,
 22 s of kernel time, 1.84 GB peak memory; with tcmalloc 0.45 million, 1 s, 1.43 GB, and 14% more
-tokens per second, the same losses to the last digit.
+tokens per second (8% with the AVX2 kernels), the same losses to the last digit.
 
 So the command (the `aiayn` script, `python -m aiayn`, each `torchrun -m aiayn` worker) runs itself
 again, once and before importing PyTorch, with tcmalloc preloaded when its library is installed
