@@ -55,6 +55,7 @@ THREAD_ENV = (
     "ONEDNN_MAX_CPU_ISA",
     "MKL_ENABLE_INSTRUCTIONS",
     "ATEN_CPU_CAPABILITY",
+    "FBGEMM_ENABLE_INSTRUCTIONS",  # the int8 kernels (and so the int8 path)
     "AIAYN_ONEDNN",
     "AIAYN_INT8_PATH",
 )

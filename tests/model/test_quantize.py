@@ -24,6 +24,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import platform
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -37,6 +41,7 @@ from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.model.linear import PackedLinear
 from aiayn.model.quantize import (
+    FBGEMM_ENV,
     NO_VNNI,
     VNNI,
     Int8Linear,
@@ -207,6 +212,49 @@ def test_the_int8_path_follows_the_cpu_and_the_environment():
         choose_int8_path({"AIAYN_INT8_PATH": "vnni"}, vnni=False)
     with pytest.raises(AiaynError, match=r"^AIAYN_INT8_PATH='fast' is not one of auto, vnni, no-vnni"):
         choose_int8_path({"AIAYN_INT8_PATH": "fast"}, vnni=True)
+
+
+@pytest.mark.parametrize("value", ["AVX2", "avx512", " AVX512_256 "])
+def test_fbgemm_held_to_kernels_without_vnni_takes_the_no_vnni_path(value):
+    env = {FBGEMM_ENV: value}
+    assert not has_vnni(env)
+    assert choose_int8_path(env) is NO_VNNI
+    with pytest.raises(AiaynError, match=rf"^AIAYN_INT8_PATH=vnni needs VNNI kernels, and {FBGEMM_ENV}="):
+        choose_int8_path({**env, "AIAYN_INT8_PATH": "vnni"})
+
+
+@pytest.mark.parametrize("value", ["AVX512_E1", "AVX512_E1_256", "fast", ""])
+def test_other_fbgemm_settings_leave_the_choice_to_the_cpu(value):
+    """FBGEMM's VNNI kernels run only where the CPU has them; a name it does not know it ignores."""
+    assert has_vnni({FBGEMM_ENV: value}) == has_vnni({})
+
+
+# Run in a fresh process: FBGEMM reads its switch once, when its first kernel runs.
+WITHOUT_VNNI_KERNELS = """
+import json, torch
+from aiayn.model.quantize import VNNI, choose_int8_path, int8_linear
+weight, x = torch.full((8, 256), 1.0), torch.ones(16, 256)  # pairs of products reach 2 x 255 x 127
+auto = int8_linear(weight)  # the path chosen for the kernels FBGEMM runs here
+eight_bit = int8_linear(weight, path=VNNI)  # 8-bit weights, which int16 pair sums saturate
+out = {"path": choose_int8_path().name, "auto": auto(x).tolist(), "eight_bit": eight_bit(x).tolist()}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="FBGEMM's x86 kernels")
+def test_the_no_vnni_path_is_exact_on_the_kernels_of_a_cpu_without_vnni():
+    """With FBGEMM held to its AVX2 kernels (what a CPU without VNNI runs), the automatic path is the
+    no-VNNI one and gives the exact sum; 8-bit weights on the same kernels saturate to about half,
+    which shows the kernels really were the int16 ones: a VNNI machine tests the AVX2 path here."""
+    env = {**os.environ, FBGEMM_ENV: "AVX2"}
+    env.pop("AIAYN_INT8_PATH", None)
+    run = subprocess.run(
+        [sys.executable, "-c", WITHOUT_VNNI_KERNELS], env=env, capture_output=True, text=True, check=True
+    )
+    got = json.loads(run.stdout)
+    assert got["path"] == NO_VNNI.name
+    torch.testing.assert_close(torch.tensor(got["auto"]), torch.full((16, 8), 256.0), rtol=0.01, atol=0)
+    assert max(max(row) for row in got["eight_bit"]) < 0.75 * 256  # saturated: the switch reached FBGEMM
 
 
 def test_the_environment_switch_reaches_quantisation(monkeypatch):

@@ -19,7 +19,10 @@ tensor and is far less uniform than a weight row, so its lost bit costs most. Th
 keeps the inputs at 8 bits and gives the weights 7 (|q| <= 63, one scale per row): 2 x 255 x 63 =
 32,130 fits in int16. On the toy translator it lowers the error of the log-probabilities by ~30%
 against 7-bit inputs, to that of the VNNI path (README, int8). `AIAYN_INT8_PATH=no-vnni` forces
-that path on any CPU, so a VNNI machine tests it too.
+that path on any CPU. What decides is the kernel FBGEMM runs, not the CPU alone: FBGEMM's own switch
+`FBGEMM_ENABLE_INSTRUCTIONS=AVX2` (or AVX512, AVX512_256) holds it to the int16-pair kernels on a
+VNNI CPU too, and then the automatic choice is the no-VNNI path; so a VNNI machine tests that path
+with the kernels of a CPU without VNNI (tests/model/test_quantize.py), as an AVX2 machine runs it.
 
 Why int8: decoding on the CPU spends much of its time in these products, with few rows per step
 (sentences x beams); the int8 kernels compute them several times faster than float32, and the
@@ -41,6 +44,8 @@ from aiayn.errors import AiaynError
 from aiayn.model.linear import PackedLinear
 
 PATH_ENV = "AIAYN_INT8_PATH"  # auto (default), vnni or no-vnni
+FBGEMM_ENV = "FBGEMM_ENABLE_INSTRUCTIONS"  # FBGEMM's choice of x86 kernels (it reads it once)
+FBGEMM_WITHOUT_VNNI = frozenset({"AVX2", "AVX512", "AVX512_256"})  # its names of kernels without VNNI
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +70,17 @@ NO_VNNI = Int8Path(
 PATHS = {p.name: p for p in (VNNI, NO_VNNI)}
 
 
-def has_vnni() -> bool:
-    """Whether PyTorch sees AVX-512 VNNI on this CPU (it does not count AVX-VNNI)."""
+def fbgemm_forbids_vnni(env: Mapping[str, str] | None = None) -> bool:
+    """Whether `FBGEMM_ENABLE_INSTRUCTIONS` holds FBGEMM to x86 kernels without VNNI (int16 pairs)."""
+    env = os.environ if env is None else env
+    return env.get(FBGEMM_ENV, "").strip().upper() in FBGEMM_WITHOUT_VNNI
+
+
+def has_vnni(env: Mapping[str, str] | None = None) -> bool:
+    """Whether FBGEMM's int8 kernels sum in int32 here: PyTorch sees AVX-512 VNNI on this CPU (it does
+    not count AVX-VNNI) and `FBGEMM_ENABLE_INSTRUCTIONS` does not hold FBGEMM to kernels without."""
+    if fbgemm_forbids_vnni(env):
+        return False
     try:
         return bool(torch.cpu._is_vnni_supported())
     except (AttributeError, RuntimeError):
@@ -74,16 +88,20 @@ def has_vnni() -> bool:
 
 
 def choose_int8_path(env: Mapping[str, str] | None = None, vnni: bool | None = None) -> Int8Path:
-    """The path for this CPU, or the one `AIAYN_INT8_PATH` names (a one-line error if it can't run)."""
+    """The path for FBGEMM's kernels here, or the one `AIAYN_INT8_PATH` names (a one-line error if
+    they cannot run it). `vnni` overrides what `has_vnni(env)` finds."""
     env = os.environ if env is None else env
-    vnni = has_vnni() if vnni is None else vnni
+    vnni = has_vnni(env) if vnni is None else vnni
     name = env.get(PATH_ENV, "auto").strip().lower() or "auto"
     if name == "auto":
         return VNNI if vnni else NO_VNNI
     if name not in PATHS:
         raise AiaynError(f"{PATH_ENV}={name!r} is not one of auto, vnni, no-vnni")
     if name == "vnni" and not vnni:
-        raise AiaynError(f"{PATH_ENV}=vnni needs a CPU with VNNI (its int16 sums would saturate here)")
+        why = "a CPU with VNNI (its int16 sums would saturate here)"
+        if fbgemm_forbids_vnni(env):
+            why = f"VNNI kernels, and {FBGEMM_ENV}={env[FBGEMM_ENV]} holds FBGEMM to kernels without"
+        raise AiaynError(f"{PATH_ENV}=vnni needs {why}")
     return PATHS[name]
 
 
