@@ -22,7 +22,8 @@ CPU's caches, memory and clock: a stand-in for an AVX2 machine, not one (BENCHMA
     python benchmarks/run_all.py [--quick] [--only train_speed,padding] [--isa auto|native|avx2|both]
         [--json results.json]
 
-`--json` writes {"passes": [{"isa", "machine", "doctor", "rows", "failed"}, ...]}.
+Each pass prints its `aiayn doctor` report before its jobs; the tables, one per pass, come at the end.
+`--json` writes {"passes": [{"isa", "label", "machine", "doctor", "rows", "failed"}, ...]}.
 """
 
 from __future__ import annotations
@@ -57,9 +58,20 @@ AVX2_ENV = {
     "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",  # int8: the int16-pair kernels, and so aiayn's no-VNNI path
     "CT2_FORCE_CPU_ISA": "AVX2",
 }
-PASSES = {"native": ({}, "this CPU's own kernels"), "avx2": (AVX2_ENV, "AVX2 kernels selected")}
+# Each pass's changes to the environment (None: unset) and its name. The AVX2 pass measures the int8
+# path an AVX2 machine takes, whatever AIAYN_INT8_PATH says here.
+PASSES: dict[str, tuple[dict[str, str | None], str]] = {
+    "native": ({}, "this CPU's own kernels"),
+    "avx2": ({**AVX2_ENV, "AIAYN_INT8_PATH": None}, "AVX2 kernels selected"),
+}
 CHOSEN = "the kernels this environment selects"  # the native pass's name when AVX2_ENV's variables are set
 DOCTOR = "import json; from aiayn.doctor import report; print(json.dumps(report(measure=True)))"
+
+
+def environment(changes: Mapping[str, str | None]) -> dict[str, str]:
+    """This process's environment with `changes` made (a value of None removes the variable)."""
+    env = {**os.environ, **{k: v for k, v in changes.items() if v is not None}}
+    return {k: v for k, v in env.items() if changes.get(k, "") is not None}
 
 
 def kernels_chosen(env: Mapping[str, str]) -> bool:
@@ -75,16 +87,15 @@ def isa_passes(choice: str, flags: dict[str, bool], env: Mapping[str, str]) -> l
     return ["native", "avx2"] if choice == "both" else [choice]
 
 
-def machine(env: dict[str, str]) -> tuple[str, dict]:
+def machine(env: Mapping[str, str | None]) -> tuple[str, dict]:
     """`aiayn doctor`'s report measured under `env` (in a fresh process: the kernels read their
     variables when they load), printed whole, and one line naming the machine: CPU model, cores,
     instruction-set flags, measured fp32 matmul speed, torch, the load average."""
     from aiayn.doctor import format_report
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())  # before the doctor's own matmul timing
-    run = subprocess.run(
-        [sys.executable, "-c", DOCTOR], env={**os.environ, **env}, capture_output=True, text=True, check=True
-    )
+    command = [sys.executable, "-c", DOCTOR]
+    run = subprocess.run(command, env=environment(env), stdout=subprocess.PIPE, text=True, check=True)
     rep = json.loads(run.stdout)
     print(format_report(rep), flush=True)
     cpu, flags, mm = rep["cpu"], rep["cpu"]["flags"], rep["matmul"]
@@ -96,8 +107,10 @@ def machine(env: dict[str, str]) -> tuple[str, dict]:
     return f"{line}, load average {load}", rep
 
 
-def run_job(script: str, args: list[str], timeout: float, env: dict[str, str]) -> tuple[int, list[dict]]:
-    """Run one script under `env` (added to this environment), echoing its output; return its exit
+def run_job(
+    script: str, args: list[str], timeout: float, env: Mapping[str, str | None]
+) -> tuple[int, list[dict]]:
+    """Run one script with `env`'s changes to the environment, echoing its output; return its exit
     status and its rows (if it wrote any)."""
     path = HERE / script
     supports_json = "--json" in path.read_text()
@@ -107,9 +120,7 @@ def run_job(script: str, args: list[str], timeout: float, env: dict[str, str]) -
         print(f"\n=== {script} {' '.join(args)}", flush=True)
         start = time.perf_counter()
         try:
-            status = subprocess.run(
-                command, timeout=timeout, check=False, env={**os.environ, **env}
-            ).returncode
+            status = subprocess.run(command, timeout=timeout, check=False, env=environment(env)).returncode
         except subprocess.TimeoutExpired:
             print(f"{script}: stopped after {timeout:.0f} s", flush=True)
             return 124, []

@@ -99,7 +99,7 @@ def cpu_flags(cpuinfo_text: str, machine: str) -> dict[str, bool]:
         "avx2": "avx2" in flags,
         "fma": "fma" in flags,
         "avx512f": "avx512f" in flags,
-        "avx512_vnni": "avx512_vnni" in flags,  # what torch (and so the int8 path) counts as VNNI
+        "avx512_vnni": "avx512_vnni" in flags,  # what torch counts as VNNI (the int8 path: see "int8")
         "avx_vnni": "avx_vnni" in flags,
         "amx": "amx_tile" in flags,
         "neon": "asimd" in flags or machine.lower() in ("arm64", "aarch64"),
@@ -197,7 +197,7 @@ def int8() -> dict:
 
     try:
         path = quantize.int8_path()
-    except AiaynError as err:  # AIAYN_INT8_PATH asks for a path this CPU cannot run
+    except AiaynError as err:  # AIAYN_INT8_PATH asks for a path FBGEMM's kernels here cannot run
         path = {"name": "error", "why": str(err)}
     return {**path, "engine": torch.backends.quantized.engine}
 

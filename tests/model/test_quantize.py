@@ -8,7 +8,8 @@ rounded to 4 bits) and 31% (biases dropped), and a test checks that the toleranc
 int8 paths (VNNI: 8-bit weights; no-VNNI: 7-bit weights) are tested wherever they can run: the
 no-VNNI one everywhere, the VNNI one on CPUs that have it. An int8 product is also checked exactly
 against a float64 re-computation of the same integer arithmetic, which is what an int16 saturation
-(8-bit weights without VNNI) would break.
+(8-bit weights without VNNI) would break; on x86 that check also runs on FBGEMM's AVX2 kernels
+(`FBGEMM_ENABLE_INSTRUCTIONS=AVX2`, in a child process), so a VNNI machine checks them too.
 
 Translations: an int8 model does not translate exactly as its float32 original; on the toy task it
 gives the same output for 94-97% of 200 sentences (greedy and beam 4). The tests ask for 90%; a
@@ -23,11 +24,9 @@ PyTorch uses without VNNI gave 0.059, and 6-bit weights 0.10. The bar is 0.05.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
-import os
 import platform
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -214,7 +213,7 @@ def test_the_int8_path_follows_the_cpu_and_the_environment():
         choose_int8_path({"AIAYN_INT8_PATH": "fast"}, vnni=True)
 
 
-@pytest.mark.parametrize("value", ["AVX2", "avx512", " AVX512_256 "])
+@pytest.mark.parametrize("value", ["AVX2", "avx512", "AVX512_256"])
 def test_fbgemm_held_to_kernels_without_vnni_takes_the_no_vnni_path(value):
     env = {FBGEMM_ENV: value}
     assert not has_vnni(env)
@@ -223,36 +222,42 @@ def test_fbgemm_held_to_kernels_without_vnni_takes_the_no_vnni_path(value):
         choose_int8_path({**env, "AIAYN_INT8_PATH": "vnni"})
 
 
-@pytest.mark.parametrize("value", ["AVX512_E1", "AVX512_E1_256", "fast", ""])
+@pytest.mark.parametrize("value", ["AVX512_E1", "AVX512_E1_256", "fast", "", " AVX2"])
 def test_other_fbgemm_settings_leave_the_choice_to_the_cpu(value):
-    """FBGEMM's VNNI kernels run only where the CPU has them; a name it does not know it ignores."""
+    """FBGEMM's VNNI kernels run only where the CPU has them; a name it does not know (it does not
+    trim spaces) it ignores."""
     assert has_vnni({FBGEMM_ENV: value}) == has_vnni({})
 
 
-# Run in a fresh process: FBGEMM reads its switch once, when its first kernel runs.
-WITHOUT_VNNI_KERNELS = """
+# Run in a fresh process: FBGEMM reads its switch once, when its first kernel runs. `emulated`'s
+# source is added: the child checks the integer arithmetic itself.
+CHILD_IMPORTS = """
 import json, torch
-from aiayn.model.quantize import VNNI, choose_int8_path, int8_linear
+from aiayn.model.quantize import VNNI, Int8Linear, choose_int8_path, int8_linear
+"""
+WITHOUT_VNNI_KERNELS = """
 weight, x = torch.full((8, 256), 1.0), torch.ones(16, 256)  # pairs of products reach 2 x 255 x 127
 auto = int8_linear(weight)  # the path chosen for the kernels FBGEMM runs here
 eight_bit = int8_linear(weight, path=VNNI)  # 8-bit weights, which int16 pair sums saturate
+g = torch.Generator().manual_seed(1)  # inputs on a grid of 1/8, as in the test above
+layer = int8_linear(torch.randn(64, 256, generator=g))
+grid = torch.randint(0, 256, (32, 256), generator=g) / 8
+grid[0, 0] = 255 / 8
+exact = torch.allclose(layer(grid).double(), emulated(layer, grid), rtol=1e-5, atol=1e-4)
 out = {"path": choose_int8_path().name, "auto": auto(x).tolist(), "eight_bit": eight_bit(x).tolist()}
-print(json.dumps(out))
+print(json.dumps({**out, "grid_exact": exact}))
 """
 
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="FBGEMM's x86 kernels")
-def test_the_no_vnni_path_is_exact_on_the_kernels_of_a_cpu_without_vnni():
+def test_the_no_vnni_path_is_exact_on_the_kernels_of_a_cpu_without_vnni(run_python, monkeypatch):
     """With FBGEMM held to its AVX2 kernels (what a CPU without VNNI runs), the automatic path is the
-    no-VNNI one and gives the exact sum; 8-bit weights on the same kernels saturate to about half,
-    which shows the kernels really were the int16 ones: a VNNI machine tests the AVX2 path here."""
-    env = {**os.environ, FBGEMM_ENV: "AVX2"}
-    env.pop("AIAYN_INT8_PATH", None)
-    run = subprocess.run(
-        [sys.executable, "-c", WITHOUT_VNNI_KERNELS], env=env, capture_output=True, text=True, check=True
-    )
-    got = json.loads(run.stdout)
-    assert got["path"] == NO_VNNI.name
+    no-VNNI one and gives the exact integer results; 8-bit weights on the same kernels saturate to
+    about half, which shows the kernels really were the int16 ones: a VNNI machine tests them here."""
+    monkeypatch.setenv(FBGEMM_ENV, "AVX2")  # the child's; this process has no int8 work meanwhile
+    monkeypatch.delenv("AIAYN_INT8_PATH", raising=False)
+    got = json.loads(run_python(CHILD_IMPORTS + inspect.getsource(emulated) + WITHOUT_VNNI_KERNELS))
+    assert got["path"] == NO_VNNI.name and got["grid_exact"]
     torch.testing.assert_close(torch.tensor(got["auto"]), torch.full((16, 8), 256.0), rtol=0.01, atol=0)
     assert max(max(row) for row in got["eight_bit"]) < 0.75 * 256  # saturated: the switch reached FBGEMM
 

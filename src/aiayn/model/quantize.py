@@ -21,8 +21,8 @@ keeps the inputs at 8 bits and gives the weights 7 (|q| <= 63, one scale per row
 against 7-bit inputs, to that of the VNNI path (README, int8). `AIAYN_INT8_PATH=no-vnni` forces
 that path on any CPU. What decides is the kernel FBGEMM runs, not the CPU alone: FBGEMM's own switch
 `FBGEMM_ENABLE_INSTRUCTIONS=AVX2` (or AVX512, AVX512_256) holds it to the int16-pair kernels on a
-VNNI CPU too, and then the automatic choice is the no-VNNI path; so a VNNI machine tests that path
-with the kernels of a CPU without VNNI (tests/model/test_quantize.py), as an AVX2 machine runs it.
+VNNI CPU too, and then the automatic choice is the no-VNNI path; so a VNNI machine tests that path's
+integer arithmetic on the kernels of a CPU without VNNI (tests/model/test_quantize.py).
 
 Why int8: decoding on the CPU spends much of its time in these products, with few rows per step
 (sentences x beams); the int8 kernels compute them several times faster than float32, and the
@@ -71,9 +71,13 @@ PATHS = {p.name: p for p in (VNNI, NO_VNNI)}
 
 
 def fbgemm_forbids_vnni(env: Mapping[str, str] | None = None) -> bool:
-    """Whether `FBGEMM_ENABLE_INSTRUCTIONS` holds FBGEMM to x86 kernels without VNNI (int16 pairs)."""
+    """Whether `FBGEMM_ENABLE_INSTRUCTIONS` holds FBGEMM to x86 kernels without VNNI (int16 pairs).
+
+    As FBGEMM reads it: upper-cased, not trimmed; a name it does not know leaves the CPU to decide.
+    FBGEMM reads the variable once, at its first kernel: set it before, not during, a process's int8 work.
+    """
     env = os.environ if env is None else env
-    return env.get(FBGEMM_ENV, "").strip().upper() in FBGEMM_WITHOUT_VNNI
+    return env.get(FBGEMM_ENV, "").upper() in FBGEMM_WITHOUT_VNNI
 
 
 def has_vnni(env: Mapping[str, str] | None = None) -> bool:
