@@ -6,6 +6,7 @@ Translator.translate start from it."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,24 @@ def test_dict_and_yaml_round_trip(tmp_path):
     assert RunConfig.from_yaml(path) == run
     with pytest.raises(ConfigError, match="unknown ModelConfig field"):
         ModelConfig.from_dict({"d_modle": 4})
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("model:\n  d_model: [256\n", r"c\.yaml:3:1: invalid YAML: expected ',' or ']', but got"),
+        ("model:\n  d_model: 256\n\tn_heads: 4\n", r"c\.yaml:3:1: invalid YAML: found character '\\t' that"),
+        ("d_model: 256\n", r"c\.yaml: unknown config section\(s\): d_model \(the sections: model, train,"),
+        ("model:\n  d_model: 250\n  n_heads: 4\n", r"c\.yaml: d_model=250 is not divisible by n_heads=4"),
+    ],
+)
+def test_a_bad_config_file_names_the_file_and_the_line(tmp_path, text, message):
+    """One line that says where: the file, and for a YAML syntax error its line and column."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path))}/{message}") as caught:
+        RunConfig.from_yaml(path)
+    assert "\n" not in str(caught.value)
 
 
 def test_overrides_find_their_config_and_parse_types():

@@ -64,11 +64,18 @@ class Serializable:
 
     @classmethod
     def from_yaml(cls, path: str | Path):
-        """Read a YAML mapping; an empty file is an error, never silently the defaults."""
-        data = yaml.safe_load(Path(path).read_text())
+        """Read a YAML mapping; an empty file is an error, never silently the defaults. Every error
+        names the file, and a YAML syntax error its line and column."""
+        try:
+            data = yaml.safe_load(Path(path).read_text())
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{_yaml_error_place(path, err)}: invalid YAML: {_yaml_problem(err)}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a YAML mapping of settings, found {type(data).__name__}")
-        return cls.from_dict(data)
+        try:
+            return cls.from_dict(data)
+        except ConfigError as err:
+            raise ConfigError(f"{path}: {err}") from None
 
     def replace(self, **changes):
         """A copy with `changes` (field names) applied and checked; an unknown name is a ConfigError."""
@@ -77,6 +84,20 @@ class Serializable:
             names = ", ".join(f.name for f in fields(self))
             raise ConfigError(f"{', '.join(unknown)}: not a {type(self).__name__} field ({names})")
         return dataclasses.replace(self, **changes)
+
+
+def _yaml_error_place(path: str | Path, err: yaml.YAMLError) -> str:
+    """path:line:column of a YAML syntax error (1-based), or the path alone when YAML has no mark."""
+    mark = getattr(err, "problem_mark", None)
+    return f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """What YAML found wrong, in one line: its problem and the construct it was reading."""
+    problem, context = getattr(err, "problem", None), getattr(err, "context", None)
+    if not problem:
+        return str(err).splitlines()[0]
+    return f"{problem} ({context})" if context else problem
 
 
 @dataclass
@@ -345,9 +366,11 @@ class RunConfig(Serializable):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
-        unknown = sorted(set(data) - {"model", "train", "decode"})
+        sections = ("model", "train", "decode")
+        unknown = sorted(set(data) - set(sections))
         if unknown:
-            raise ConfigError(f"unknown config section(s): {', '.join(unknown)}")
+            known = ", ".join(sections)
+            raise ConfigError(f"unknown config section(s): {', '.join(unknown)} (the sections: {known})")
         return cls(
             model=ModelConfig.from_dict(data.get("model") or {}),
             train=TrainConfig.from_dict(data.get("train") or {}),

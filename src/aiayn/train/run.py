@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import yaml
 from safetensors.torch import load_file, load_model
 
 from aiayn.config import ModelConfig, RunConfig, apply_overrides
@@ -150,8 +149,6 @@ def _read_run_config(path: Path) -> RunConfig:
         raise AiaynError(f"{path}: no such config file")
     try:
         return RunConfig.from_yaml(path)
-    except yaml.YAMLError as err:
-        raise AiaynError(f"{path}: invalid YAML: {str(err).splitlines()[0]}") from None
     except TypeError as err:
         raise AiaynError(f"{path}: invalid config: {err}") from None
 
