@@ -34,6 +34,15 @@ def test_bad_settings(tmp_path, capsys, flags, message):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_a_port_out_of_range_is_a_one_line_error(tmp_path, capsys, port):
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", str(tmp_path), "--port", port])
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert exit_.value.code == 2
+    assert err == f"aiayn serve: error: argument --port: {port!r} is not a port number (0-65535)"
+
+
 def test_not_a_model_dir(tmp_path, capsys):
     assert main(["serve", str(tmp_path / "nothing"), "--port", "0"]) == 2
     assert "not a model directory" in capsys.readouterr().err

@@ -7,6 +7,17 @@ import argparse
 from aiayn.config import DecodeConfig
 
 
+def _port(text: str) -> int:
+    """A TCP port number, 0-65535 (argparse says which flag when it is not)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
+    return port
+
+
 def add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
@@ -15,7 +26,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model_dir", metavar="MODEL_DIR", help="a model directory (aiayn average, import-marian)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
-    p.add_argument("--port", type=int, default=8000, help="port (0: any free one)")
+    p.add_argument("--port", type=_port, default=8000, help="port (0: any free one)")
     p.add_argument("--max-batch", type=int, default=64, help="most texts in one request (else 413)")
     p.add_argument("--max-chars", type=int, default=2000, help="most characters in one text (else 413)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds a request may take (else 503)")
