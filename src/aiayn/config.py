@@ -9,6 +9,7 @@ across the three (`apply_overrides`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -292,6 +293,10 @@ class DecodeConfig(Serializable):
             raise ConfigError(f"beam_size must be at least 1, got {self.beam_size}")
         if not 1 <= self.n_best <= self.beam_size:
             raise ConfigError(f"n_best={self.n_best} must be between 1 and beam_size={self.beam_size}")
+        if not math.isfinite(self.alpha):
+            raise ConfigError(f"alpha must be a finite number, got {self.alpha}")
+        if not (math.isfinite(self.max_len_a) and self.max_len_a >= 0):
+            raise ConfigError(f"max_len_a must be a finite number >= 0, got {self.max_len_a}")
 
 
 @dataclass
