@@ -34,6 +34,7 @@ def test_presets_are_the_papers():
         ({"pad_id": 9000}, "pad_id=9000 is outside"),
         ({"positions": "rotary"}, "positions='rotary'"),
         ({"d_k": 0}, "d_k must be positive or null, got 0"),
+        ({"layer_norm_eps": float("nan")}, "layer_norm_eps must be a finite number >= 0, got nan"),
         ({"d_model": 100, "n_heads": 8, "d_k": 16}, "not divisible by n_heads=8 .d_k and d_v default"),
     ],
 )
@@ -53,6 +54,15 @@ def test_invalid_configs_say_what_is_wrong(kwargs, message):
         ({"save_every": 0}, "save_every must be positive or null"),
         ({"max_steps": -1}, "max_steps must be 0 or more"),
         ({"warmup_steps": 0}, "warmup_steps must be positive"),
+        ({"adam_beta1": 2.0}, r"adam_beta1 must be in \[0, 1\), got 2.0"),
+        ({"adam_beta2": float("nan")}, r"adam_beta2 must be in \[0, 1\), got nan"),
+        ({"lr_scale": -1.0}, "lr_scale must be a finite number > 0, got -1.0"),
+        ({"lr_peak": 0.0}, "lr_peak must be a finite number > 0, or null, got 0.0"),
+        ({"adam_eps": 0.0}, "adam_eps must be a finite number > 0, got 0.0"),
+        ({"weight_decay": -0.1}, "weight_decay must be a finite number >= 0, got -0.1"),
+        ({"clip_norm": -1.0}, "clip_norm must be a finite number > 0, or null, got -1.0"),
+        ({"minutes": float("nan")}, "minutes must be a finite number >= 0, or null, got nan"),
+        ({"save_minutes": float("inf")}, "save_minutes must be a finite number >= 0, or null, got inf"),
     ],
 )
 def test_invalid_training_settings_say_which(kwargs, message):

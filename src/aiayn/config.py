@@ -45,6 +45,16 @@ def check_choice(name: str, value: Any, choices: tuple) -> None:
         raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}")
 
 
+def check_number(name: str, value: float | None, *, zero: bool = False, null: bool = False) -> None:
+    """A ConfigError unless `value` is a finite number above 0 (or 0 itself with `zero`; None with
+    `null`): NaN, infinities and negative rates, epsilons or budgets never reach training."""
+    if value is None and null:
+        return
+    if value is None or not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        bound = ">= 0" if zero else "> 0"
+        raise ConfigError(f"{name} must be a finite number {bound}{', or null' if null else ''}, got {value}")
+
+
 class Serializable:
     """to/from dict and YAML for the config dataclasses (these and the Vision Transformer's)."""
 
@@ -201,6 +211,7 @@ class ModelConfig(Serializable):
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        check_number("layer_norm_eps", self.layer_norm_eps, zero=True)
         check_choice("activation", self.activation, ("relu", "gelu", "swish"))
         check_choice("positions", self.positions, ("sinusoidal", "learned"))
         check_choice("sinusoid_layout", self.sinusoid_layout, ("interleaved", "concat"))
@@ -265,6 +276,16 @@ class TrainConfig(Serializable):
             raise ConfigError(f"max_steps must be 0 or more, or null, got {self.max_steps}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        check_number("lr_scale", self.lr_scale)
+        check_number("adam_eps", self.adam_eps)
+        check_number("weight_decay", self.weight_decay, zero=True)
+        for name in ("lr_peak", "clip_norm"):
+            check_number(name, getattr(self, name), null=True)
+        for name in ("minutes", "save_minutes"):  # 0: after the first update
+            check_number(name, getattr(self, name), zero=True, null=True)
 
 
 LENGTH_PENALTY_STYLES = ("gnmt", "len", "fairseq")  # see aiayn.decode.search
@@ -312,8 +333,7 @@ class SamplingConfig(Serializable):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature must be positive, got {self.temperature}")
+        check_number("temperature", self.temperature)
         if self.top_k < 0:
             raise ConfigError(f"top_k must be 0 (all tokens) or more, got {self.top_k}")
         if not 0 < self.top_p <= 1:

@@ -135,3 +135,14 @@ def test_quickstart_seed_reaches_the_trainer(monkeypatch, tmp_path):
     with pytest.raises(ZeroDivisionError):  # stops right after the trainer got its config
         qs._train_and_average(tmp_path / "data", tmp_path / "run", qs.quickstart_config(seed=7))
     assert seen[0].train.seed == 7 and seen[0].train.max_steps == qs.QUICKSTART_STEPS
+
+
+@pytest.mark.parametrize("minutes", ["0", "-1", "nan", "inf"])
+def test_a_bad_quickstart_budget_is_refused_before_any_work(monkeypatch, tmp_path, capsys, minutes):
+    import aiayn.quickstart as qs
+
+    monkeypatch.setattr(qs, "quickstart", lambda *args: pytest.fail("quickstart ran"))
+    assert main(["quickstart", "--minutes", minutes, "--out", str(tmp_path / "qs")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"aiayn quickstart: error: --minutes must be a finite number > 0, got {float(minutes)}\n"
+    assert not (tmp_path / "qs").exists()

@@ -7,6 +7,7 @@ Errors that a user can fix (`AiaynError`) print one line on stderr and exit with
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
 
@@ -44,8 +45,8 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
 def _run_quickstart(args: argparse.Namespace) -> None:
     from aiayn.quickstart import quickstart
 
-    if args.minutes is not None and args.minutes <= 0:
-        raise AiaynError(f"--minutes must be positive, got {args.minutes}")
+    if args.minutes is not None and not (math.isfinite(args.minutes) and args.minutes > 0):
+        raise AiaynError(f"--minutes must be a finite number > 0, got {args.minutes}")
     if args.steps is not None and args.steps <= 0:
         raise AiaynError(f"--steps must be positive, got {args.steps}")
     steps = QUICKSTART_STEPS if args.steps is None and args.minutes is None else args.steps
