@@ -77,10 +77,7 @@ class Serializable:
     def from_yaml(cls, path: str | Path):
         """Read a YAML mapping; an empty file is an error, never silently the defaults. Every error
         names the file, and a YAML syntax error its line and column."""
-        try:
-            data = yaml.safe_load(Path(path).read_text())
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{_yaml_error_place(path, err)}: invalid YAML: {_yaml_problem(err)}") from None
+        data = load_yaml(path)
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a YAML mapping of settings, found {type(data).__name__}")
         try:
@@ -95,6 +92,14 @@ class Serializable:
             names = ", ".join(f.name for f in fields(self))
             raise ConfigError(f"{', '.join(unknown)}: not a {type(self).__name__} field ({names})")
         return dataclasses.replace(self, **changes)
+
+
+def load_yaml(path: str | Path) -> Any:
+    """A YAML file's contents; a syntax error is a ConfigError naming file:line:column and the problem."""
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{_yaml_error_place(path, err)}: invalid YAML: {_yaml_problem(err)}") from None
 
 
 def _yaml_error_place(path: str | Path, err: yaml.YAMLError) -> str:

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -129,6 +130,15 @@ def test_resuming_with_another_model_is_refused(tmp_path, quadrant_splits, one_t
     train_vision(tmp_path, quadrant_splits, TINY, quick_recipe(epochs=1), progress=False)
     with pytest.raises(AiaynError, match="another model config"):
         train_vision(tmp_path, quadrant_splits, TINY.replace(d_ff=32), quick_recipe(epochs=1), progress=False)
+
+
+def test_a_damaged_run_config_is_a_one_line_error(tmp_path, quadrant_splits, one_thread):
+    """A hand-edited config.yaml that is no longer YAML: the file, line and column, no traceback."""
+    train_vision(tmp_path, quadrant_splits, TINY, quick_recipe(epochs=1), progress=False)
+    (tmp_path / "config.yaml").write_text("vision:\n  d_model: [32\n")
+    where = re.escape(str(tmp_path / "config.yaml"))
+    with pytest.raises(AiaynError, match=rf"^{where}:3:1: invalid YAML: expected ','"):
+        train_vision(tmp_path, quadrant_splits, TINY, quick_recipe(epochs=2), progress=False)
 
 
 def test_time_budget_stops_the_run_and_still_evaluates(tmp_path, quadrant_splits, one_thread):

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from aiayn.config import ConfigError, Serializable, check_choice
+from aiayn.config import ConfigError, Serializable, check_choice, load_yaml
 from aiayn.data.batching import BatchStream
 from aiayn.errors import AiaynError
 from aiayn.model.linear import route_linears
@@ -128,7 +128,8 @@ def write_run_config(run_dir: Path, model: VisionConfig, t: VisionTrainConfig) -
     """config.yaml; resuming with another model config is refused (the weights would not fit)."""
     path = run_dir / RUN_CONFIG
     if path.is_file() and checkpoint.list_checkpoints(run_dir):
-        old = (yaml.safe_load(path.read_text()) or {}).get("vision")
+        saved = load_yaml(path)
+        old = saved.get("vision") if isinstance(saved, dict) else None
         if old != model.to_dict():
             raise AiaynError(
                 f"{path}: the run's checkpoints were made with another model config; use a new --out"
