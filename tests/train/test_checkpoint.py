@@ -1,6 +1,7 @@
 """Checkpoint files: safetensors + a weights_only trainer state, atomic publication, keep-last-K, RNG."""
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -80,6 +81,22 @@ def test_rng_state_round_trip():
     random.seed(9), np.random.seed(9), torch.manual_seed(9)
     set_rng_state(saved)
     assert (random.random(), np.random.rand()) == expected[:2] and torch.equal(torch.rand(1), expected[2])
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other shapes"])
+def test_a_damaged_checkpoint_to_average_is_named_in_one_line(tmp_path, damage):
+    paths = [save_checkpoint(tmp_path / "run", i, small_model(i), {}, keep_last=5) for i in (1, 2)]
+    weights = paths[1] / "model.safetensors"
+    if damage == "garbage":
+        weights.write_bytes(b"not a safetensors file")
+    else:
+        other = Transformer(ModelConfig(vocab_size=40, d_model=16, d_ff=32, n_heads=2, n_layers=1))
+        other_dir = save_checkpoint(tmp_path / "other", 1, other, {}, keep_last=5)
+        weights.write_bytes((other_dir / "model.safetensors").read_bytes())
+    where = re.escape(str(weights))
+    with pytest.raises(AiaynError, match=rf"^{where}: cannot average this checkpoint: \S") as err:
+        average_weights(paths, small_model(seed=4))
+    assert "\n" not in str(err.value)
 
 
 def test_average_weights_is_the_float64_mean(tmp_path):

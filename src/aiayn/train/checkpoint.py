@@ -150,7 +150,11 @@ def average_weights(paths: list[Path], model: Transformer) -> Transformer:
     tensors = dict(model.named_parameters()) | dict(model.named_buffers())
     sums = {name: torch.zeros_like(t, dtype=torch.float64) for name, t in tensors.items()}
     for path in paths:
-        load_model(model, str(Path(path) / WEIGHTS))
+        try:
+            load_model(model, str(Path(path) / WEIGHTS))
+        except (RuntimeError, OSError, SafetensorError) as err:
+            first = str(err).strip().splitlines()[0]
+            raise AiaynError(f"{Path(path) / WEIGHTS}: cannot average this checkpoint: {first}") from None
         for name, t in tensors.items():
             sums[name] += t.detach().double()
     with torch.no_grad():
