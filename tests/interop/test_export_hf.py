@@ -195,6 +195,40 @@ def test_a_failed_export_leaves_the_previous_export_untouched(tmp_path, spm_mode
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".hf")] == []
 
 
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        ("precious", r"hf exists and is not an earlier export \(it holds notes\.txt\); choose another"),
+        ("aiayn model", r"hf exists and is not an earlier export \(it holds spm\.model\)"),
+        ("bert", r"hf exists and is not an earlier export \(its config\.json is not a Marian model's\)"),
+        ("file", r"hf exists and is not a directory"),
+        ("itself", r"model: the output directory cannot be the model directory itself"),
+    ],
+)
+def test_export_never_replaces_what_it_did_not_write(tmp_path, spm_model, setup, message):
+    """The export replaces its output directory whole: a directory holding anything but an earlier
+    export (or the model itself) is refused, and left as it was."""
+    model = random_model(tmp_path, spm_model)
+    out = tmp_path / "model" if setup == "itself" else tmp_path / "hf"
+    if setup == "precious":
+        export_hf(tmp_path / "model", out)
+        (out / "notes.txt").write_text("mine")
+    elif setup == "aiayn model":
+        save_model_dir(model, out, spm_model.path)
+    elif setup == "bert":
+        out.mkdir()
+        (out / "config.json").write_text('{"model_type": "bert"}')
+    elif setup == "file":
+        out.write_text("mine")
+    before = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes()
+    with pytest.raises(AiaynError, match=message):
+        export_hf(tmp_path / "model", out)
+    assert ({p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes()) == before
+    export_hf(tmp_path / "model", tmp_path / "empty")  # absent: written
+    export_hf(tmp_path / "model", tmp_path / "empty")  # an earlier export: replaced
+    assert (tmp_path / "empty" / "config.json").is_file()
+
+
 def test_export_says_where_other_tools_would_translate_differently(tmp_path, spm_model, capsys):
     """CTranslate2 and Marian start the decoder from a zero vector: the export says when the model
     does not (a learned <s> start, or a <pad> start whose row is not zero); Transformers is exact."""

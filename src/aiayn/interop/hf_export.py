@@ -153,12 +153,38 @@ def zero_start_warning(model: Transformer) -> str | None:
     return None
 
 
+EXPORT_FILES = frozenset(
+    {"config.json", "generation_config.json", "model.safetensors", "tokenizer_config.json", TARGET_VOCAB_FILE}
+    | set(TOKENIZER_FILES.values())
+)  # what an export writes, and all that a directory it replaces may hold
+
+
+def _check_out(model_dir: Path, out: Path) -> None:
+    """OUT may be absent, an empty directory or an earlier export (only EXPORT_FILES, a Marian
+    config.json), which is replaced; anything else would be lost with it, so it is refused."""
+    if out.exists() and out.resolve() == model_dir.resolve():
+        raise AiaynError(f"{out}: the output directory cannot be the model directory itself")
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    if not out.is_dir():
+        raise AiaynError(f"{out} exists and is not a directory; choose another output directory")
+    others = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES)
+    try:
+        marian = json.loads((out / "config.json").read_text()).get("model_type") == "marian"
+    except (OSError, ValueError, AttributeError):
+        marian = False
+    if others or not marian:
+        what = f"it holds {', '.join(others[:3])}" if others else "its config.json is not a Marian model's"
+        raise AiaynError(f"{out} exists and is not an earlier export ({what}); choose another directory")
+
+
 def export_hf(model_dir: str | Path, out_dir: str | Path, warn: Callable[[str], None] | None = None) -> Path:
     """Write a MarianMTModel directory (config, generation config, weights, tokenizer) for `model_dir`.
 
     `warn` receives what the export cannot keep for every tool (default: warnings.warn).
     """
     model_dir, out = Path(model_dir), Path(out_dir)
+    _check_out(model_dir, out)
     model, data = load_model_dir(model_dir)
     config = model.config
     problems = marian_incompatibilities(config)
