@@ -8,10 +8,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aiayn.config import ModelConfig
+from aiayn.config import ModelConfig, RunConfig
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
 from aiayn.train.checkpoint import (
+    average_run,
     average_weights,
     list_checkpoints,
     load_checkpoint,
@@ -107,3 +108,22 @@ def test_average_weights_is_the_float64_mean(tmp_path):
         expected = sum(dict(m.named_parameters())[name].detach().double() for m in models) / 3
         torch.testing.assert_close(tensor.detach().double(), expected, rtol=0, atol=1e-7)
     assert averaged.output_weight is averaged.tgt_embed.weight is averaged.src_embed.weight  # still tied
+
+
+def test_average_writes_only_into_a_model_directory(tmp_path):
+    """`aiayn average --out` replaces model files: an existing directory that is not an aiayn model
+    directory (an export, notes) is refused and left as it was; the run's own model/ is replaced."""
+    run = tmp_path / "run"
+    config = RunConfig(model=small_model().config)
+    for step in (1, 2):
+        save_checkpoint(run, step, small_model(step), {}, keep_last=5)
+    config.to_yaml(run / "config.yaml")
+    other = tmp_path / "hf"
+    other.mkdir()
+    (other / "config.json").write_text('{"model_type": "marian"}')
+    with pytest.raises(
+        AiaynError, match=rf"^{re.escape(str(other))} exists and is not an aiayn model directory"
+    ):
+        average_run(run, out_dir=other)
+    assert [p.name for p in other.iterdir()] == ["config.json"]
+    assert average_run(run) == run / "model" and average_run(run) == run / "model"  # written, then replaced

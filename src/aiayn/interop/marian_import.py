@@ -32,7 +32,7 @@ from aiayn.config import ConfigError, ModelConfig
 from aiayn.errors import AiaynError
 from aiayn.interop.marian_tokenizer import MarianVocabTokenizer, read_vocab
 from aiayn.interop.weights import marian_to_aiayn
-from aiayn.model.io import CONFIG_FILE, check_fits, save_model_dir
+from aiayn.model.io import check_fits, check_model_out, save_model_dir
 from aiayn.model.transformer import Transformer
 from aiayn.safe_io import building_directory, plain_name
 
@@ -231,14 +231,7 @@ def _check_out(hf_dir: Path, out: Path) -> None:
     """OUT may be absent, an empty directory or an aiayn model directory (which is replaced)."""
     if out.exists() and out.resolve() == hf_dir.resolve():
         raise AiaynError(f"{out}: the output directory cannot be the Marian directory itself")
-    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
-        return
-    try:
-        ours = "format_version" in json.loads((out / CONFIG_FILE).read_text())
-    except (OSError, json.JSONDecodeError, TypeError):
-        ours = False
-    if not ours:
-        raise AiaynError(f"{out} exists and is not an aiayn model directory; choose another output directory")
+    check_model_out(out)
 
 
 def import_marian(hf_dir: str | Path, out_dir: str | Path) -> Path:

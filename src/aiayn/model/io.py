@@ -128,6 +128,21 @@ def check_fits(config: ModelConfig, shapes: dict[str, tuple[int, ...]], where: s
         raise AiaynError(f"{where}: weights do not match config.json: this config has no {extra[0]}")
 
 
+def check_model_out(out: str | Path, what: str = "output directory") -> None:
+    """A one-line AiaynError unless `out` may receive a model directory: absent, empty or an aiayn
+    model directory (its config.json has a format_version), whose files are then replaced. Anything
+    else (a Marian export, a data directory, a file) would be mixed with or lost to the new files."""
+    out = Path(out)
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    try:
+        ours = "format_version" in json.loads((out / CONFIG_FILE).read_text())
+    except (OSError, json.JSONDecodeError, TypeError):
+        ours = False
+    if not ours:
+        raise AiaynError(f"{out} exists and is not an aiayn model directory; choose another {what}")
+
+
 def save_model_dir(
     model: Transformer, out_dir: str | Path, spm_path: str | Path | None = None, **info: Any
 ) -> Path:

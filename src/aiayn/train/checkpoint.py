@@ -31,7 +31,7 @@ from torch import nn
 
 from aiayn.config import RunConfig
 from aiayn.errors import AiaynError
-from aiayn.model.io import save_model_dir
+from aiayn.model.io import check_model_out, save_model_dir
 from aiayn.model.transformer import Transformer
 from aiayn.safe_io import fsync_dir, fsync_file
 
@@ -169,6 +169,7 @@ def average_run(run_dir: str | Path, last: int | None = None, out_dir: str | Pat
     run = Path(run_dir)
     if not (run / RUN_CONFIG).is_file():
         raise AiaynError(f"{run}: not a run directory (no {RUN_CONFIG})")
+    check_model_out(out_dir or run / "model", "--out")
     config = RunConfig.from_yaml(run / RUN_CONFIG)
     last = config.train.average_last if last is None else last
     if last < 1:
