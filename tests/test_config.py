@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from aiayn.cli import _add_search_options, _decode_config
-from aiayn.config import ConfigError, DecodeConfig, ModelConfig, RunConfig, TrainConfig, apply_overrides
+from aiayn.config import ConfigError, DecodeConfig, ModelConfig, RunConfig, TrainConfig
+from aiayn.overrides import apply_overrides
 from aiayn.serve.schemas import StreamRequest, TranslateRequest
 
 

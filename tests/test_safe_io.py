@@ -9,7 +9,7 @@ import os
 import pytest
 
 from aiayn.errors import AiaynError
-from aiayn.safe_io import atomic_write_text, building_directory, capped_lines, resolve_inside
+from aiayn.safe_io import atomic_write_text, building_directory, capped_lines, resolve_inside, vacant
 
 
 def hidden(directory):
@@ -87,3 +87,12 @@ def test_leftovers_of_dead_runs_go_and_a_live_runs_stay(tmp_path):
         assert hidden(tmp_path) == [".out.tmp-live"]
     finally:
         os.close(fd)
+
+
+def test_vacant_is_absent_or_an_empty_directory(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / ".hidden").write_text("x")
+    (tmp_path / "file").write_text("")
+    assert vacant(tmp_path / "absent") and vacant(tmp_path / "empty")
+    assert not vacant(tmp_path / "full") and not vacant(tmp_path / "file")

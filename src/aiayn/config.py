@@ -3,14 +3,13 @@
 `ModelConfig.preset("base", vocab_size=37000)` gives the paper's base model; `TrainConfig` holds
 the recipe of section 5; `DecodeConfig` the beam search of section 6.1. All three read and write
 plain dicts and YAML, and take `key=value` overrides by their plain field names, which are unique
-across the three (`apply_overrides`).
+across the three (`aiayn.overrides.apply_overrides`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -343,47 +342,6 @@ class SamplingConfig(Serializable):
             raise ConfigError(f"top_k must be 0 (all tokens) or more, got {self.top_k}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
-
-
-def _parse_value(raw: str, annotation: Any) -> Any:
-    """Parse a command-line string into the type a dataclass field is annotated with."""
-    if raw.lower() in ("none", "null"):
-        return None
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    base = args[0] if args else annotation
-    if base is bool:
-        if raw.lower() in ("true", "1", "yes", "on"):
-            return True
-        if raw.lower() in ("false", "0", "no", "off"):
-            return False
-        raise ConfigError(f"expected true/false, got {raw!r}")
-    try:
-        return base(raw)
-    except (TypeError, ValueError):
-        raise ConfigError(f"expected {base.__name__}, got {raw!r}") from None
-
-
-def apply_overrides(configs: list[Any], overrides: list[str]) -> list[Any]:
-    """Apply `key=value` strings to whichever config owns `key` (names are unique across configs)."""
-    configs = list(configs)
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"override {item!r} is not of the form key=value")
-        for i, cfg in enumerate(configs):
-            hints = typing.get_type_hints(type(cfg))
-            if key in hints:
-                try:
-                    value = _parse_value(raw.strip(), hints[key])
-                except ConfigError as err:
-                    raise ConfigError(f"--set {key}: {err}") from None
-                configs[i] = cfg.replace(**{key: value})
-                break
-        else:
-            known = sorted(n for cfg in configs for n in typing.get_type_hints(type(cfg)))
-            raise ConfigError(f"--set {key}: no such setting; known: {', '.join(known)}")
-    return configs
 
 
 @dataclass

@@ -147,6 +147,13 @@ def _swap(work: Path, out: Path) -> None:
         shutil.rmtree(old)
 
 
+def vacant(path: str | Path) -> bool:
+    """Whether `path` is absent or an empty directory: what `building_directory` may replace with
+    nothing lost. Callers say which other contents they accept (their own earlier output)."""
+    path = Path(path)
+    return not path.exists() or (path.is_dir() and not any(path.iterdir()))
+
+
 @contextmanager
 def building_directory(out: str | Path) -> Iterator[Path]:
     """An empty hidden directory beside `out` to build in; it replaces `out` when the block succeeds.

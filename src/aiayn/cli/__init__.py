@@ -58,7 +58,7 @@ COMMANDS.append(prepare_cli.add_prepare)
 
 
 def add_set_option(p: argparse.ArgumentParser, help: str) -> None:
-    """`--set KEY=VALUE` (repeatable) into `args.overrides`, for `config.apply_overrides`."""
+    """`--set KEY=VALUE` (repeatable) into `args.overrides`, for `overrides.apply_overrides`."""
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
 
 

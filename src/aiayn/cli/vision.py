@@ -30,7 +30,7 @@ def add_vision_train(sub: argparse._SubParsersAction) -> None:
 def _run_vision_train(args: argparse.Namespace) -> None:
     import torch
 
-    from aiayn.config import apply_overrides
+    from aiayn.overrides import apply_overrides
     from aiayn.vision import VisionConfig, VisionTrainConfig, fashion_mnist_splits, train_vision
     from aiayn.vision.data import FASHION_MNIST_DIR
 

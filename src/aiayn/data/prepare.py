@@ -39,7 +39,7 @@ from aiayn.data.sources import Filters, SplitFiles
 from aiayn.data.stage import Stage, open_text, read_lines, sample_train, stage_builtin, stage_user
 from aiayn.data.tokenizer import CHARACTER_COVERAGE, Tokenizer
 from aiayn.errors import AiaynError
-from aiayn.safe_io import building_directory
+from aiayn.safe_io import building_directory, vacant
 
 FORMAT_VERSION = 1
 CHUNK = 20_000  # pairs encoded at a time
@@ -137,7 +137,7 @@ def _check_out(out: Path, force: bool) -> bool:
     """True if `out` is already prepared and should be left alone; errors if it is someone else's."""
     if DataDir(out).prepared:
         return not force
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if not vacant(out):
         raise AiaynError(f"{out} exists and is not a data directory (no meta.json); choose another --out")
     return False
 

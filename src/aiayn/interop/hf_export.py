@@ -40,7 +40,7 @@ from aiayn.interop.opus_layout import OpusLayout
 from aiayn.interop.weights import aiayn_to_marian, concat_permutation, permute_model_dim
 from aiayn.model.io import load_model_dir
 from aiayn.model.transformer import Transformer
-from aiayn.safe_io import building_directory, resolve_inside
+from aiayn.safe_io import building_directory, resolve_inside, vacant
 
 
 def marian_incompatibilities(config: ModelConfig) -> list[str]:
@@ -164,7 +164,7 @@ def _check_out(model_dir: Path, out: Path) -> None:
     config.json), which is replaced; anything else would be lost with it, so it is refused."""
     if out.exists() and out.resolve() == model_dir.resolve():
         raise AiaynError(f"{out}: the output directory cannot be the model directory itself")
-    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+    if vacant(out):
         return
     if not out.is_dir():
         raise AiaynError(f"{out} exists and is not a directory; choose another output directory")

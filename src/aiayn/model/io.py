@@ -24,7 +24,7 @@ from torch import nn
 from aiayn.config import FORMAT_VERSION, ConfigError, ModelConfig
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
-from aiayn.safe_io import atomic_copy, atomic_path, atomic_write_text
+from aiayn.safe_io import atomic_copy, atomic_path, atomic_write_text, vacant
 
 CONFIG_FILE, WEIGHTS_FILE, SPM_FILE = "config.json", "model.safetensors", "spm.model"
 _LAYER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.")
@@ -133,7 +133,7 @@ def check_model_out(out: str | Path, what: str = "output directory") -> None:
     model directory (its config.json has a format_version), whose files are then replaced. Anything
     else (a Marian export, a data directory, a file) would be mixed with or lost to the new files."""
     out = Path(out)
-    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+    if vacant(out):
         return
     try:
         ours = "format_version" in json.loads((out / CONFIG_FILE).read_text())

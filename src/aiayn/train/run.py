@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 from safetensors.torch import load_file, load_model
 
-from aiayn.config import ModelConfig, RunConfig, apply_overrides
+from aiayn.config import ModelConfig, RunConfig
 from aiayn.data.datadir import DataDir
 from aiayn.errors import AiaynError
 from aiayn.model.io import SPM_FILE, WEIGHTS_FILE, read_config
 from aiayn.model.transformer import Transformer
+from aiayn.overrides import apply_overrides
 from aiayn.safe_io import atomic_copy, atomic_write_text
 from aiayn.train.checkpoint import RUN_CONFIG, RUN_INFO, RUN_SPM
 

@@ -28,9 +28,10 @@ from typing import Any
 
 import torch
 
-from aiayn.config import ModelConfig, RunConfig, apply_overrides
+from aiayn.config import ModelConfig, RunConfig
 from aiayn.data.datadir import DataDir
 from aiayn.errors import AiaynError
+from aiayn.overrides import apply_overrides
 from aiayn.variations.rows import PaperRow, row_config, select_rows, settings
 
 RESULT_FILE, TIME_FILE = "result.json", "train_time.json"
