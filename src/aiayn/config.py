@@ -94,9 +94,13 @@ class Serializable:
 
 
 def load_yaml(path: str | Path) -> Any:
-    """A YAML file's contents; a syntax error is a ConfigError naming file:line:column and the problem."""
+    """A YAML file's contents; a syntax error is a ConfigError naming file:line:column and the problem,
+    an unreadable or non-UTF-8 file one naming the file."""
     try:
-        return yaml.safe_load(Path(path).read_text())
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else "not UTF-8 text"
+        raise ConfigError(f"{path}: cannot read it as YAML: {reason}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{_yaml_error_place(path, err)}: invalid YAML: {_yaml_problem(err)}") from None
 

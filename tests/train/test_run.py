@@ -3,10 +3,12 @@ checks made before the first step."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import AiaynError
 from aiayn.train.run import build_run_config
 from aiayn.train.trainer import train
@@ -67,3 +69,46 @@ def test_learned_positions_shorter_than_a_dev_pair_fail_at_the_start(tmp_path):
     with pytest.raises(AiaynError, match=message):
         train(data, tmp_path / "run", config, progress=False)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        ("config.yaml", "- another tool's\n- settings\n", r"config.yaml is not an aiayn config"),
+        ("spm.model", "a tokenizer", r"spm.model exists outside a run directory"),
+        ("run.json", '{"name": "another tool"}', r"run.json is not an aiayn run's"),
+    ],
+)
+def test_training_never_overwrites_files_it_did_not_write(tmp_path, name, text, message):
+    """--out into a directory holding another program's config.yaml, spm.model or run.json is refused
+    before anything is written there; a run directory and an aiayn config.yaml of the user's are not."""
+    data = write_data_dir(tmp_path / "data")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / name).write_text(text)
+    with pytest.raises(AiaynError, match=message):
+        train(data, out, tiny_config(max_steps=1), progress=False)
+    assert [p.name for p in out.iterdir()] == [name] and (out / name).read_text() == text
+
+
+def test_training_into_the_data_directory_is_refused(tmp_path):
+    data = write_data_dir(tmp_path / "data")
+    before = sorted(p.name for p in data.iterdir())
+    with pytest.raises(AiaynError, match=r"data is the data directory; train into another --out"):
+        train(data, data, tiny_config(max_steps=1), progress=False)
+    assert sorted(p.name for p in data.iterdir()) == before
+
+
+def test_a_users_aiayn_config_in_the_run_directory_is_trained_and_resolved(tmp_path):
+    data = write_data_dir(tmp_path / "data")
+    (tmp_path / "run").mkdir()
+    tiny_config(max_steps=1).to_yaml(tmp_path / "run" / "config.yaml")
+    config = build_run_config(tmp_path / "run")  # the run directory's own config, as `aiayn train` reads it
+    train(data, tmp_path / "run", config, progress=False)
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["data_dir"] == str(data.resolve())
+    saved = build_run_config(tmp_path / "run")  # rewritten: the user's settings, vocab_size resolved
+    kept, given = saved.to_dict(), config.to_dict()
+    assert kept["model"].pop("vocab_size") == Tokenizer.load(data / "spm.model").vocab_size
+    given["model"].pop("vocab_size")
+    assert kept == given
+    train(data, tmp_path / "run", saved.replace(train=saved.train.replace(max_steps=2)), progress=False)

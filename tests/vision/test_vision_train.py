@@ -141,6 +141,14 @@ def test_a_damaged_run_config_is_a_one_line_error(tmp_path, quadrant_splits, one
         train_vision(tmp_path, quadrant_splits, TINY, quick_recipe(epochs=2), progress=False)
 
 
+def test_another_programs_config_yaml_is_never_overwritten(tmp_path, quadrant_splits, one_thread):
+    (tmp_path / "config.yaml").write_text("model: resnet\n")
+    with pytest.raises(AiaynError, match=r"config.yaml is not a vision run's config"):
+        train_vision(tmp_path, quadrant_splits, TINY, quick_recipe(epochs=1), progress=False)
+    assert [p.name for p in tmp_path.iterdir()] == ["config.yaml"]
+    assert (tmp_path / "config.yaml").read_text() == "model: resnet\n"
+
+
 def test_time_budget_stops_the_run_and_still_evaluates(tmp_path, quadrant_splits, one_thread):
     result = train_vision(
         tmp_path, quadrant_splits, TINY, quick_recipe(epochs=None, minutes=0.02), progress=False

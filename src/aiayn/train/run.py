@@ -59,13 +59,50 @@ def check_resume_config(run_dir: Path, config: RunConfig) -> None:
         )
 
 
+def _is_run_info(path: Path) -> bool:
+    """Whether `path` is a run.json that `write_run_files` wrote (a JSON object naming its data)."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(info, dict) and "data_dir" in info
+
+
+def check_run_dir(run_dir: Path, data_dir: Path) -> None:
+    """A one-line AiaynError unless training may write its run files into `run_dir`: a new or
+    empty directory, a run directory (its run.json is ours), or one whose only file of those names
+    is a config.yaml of aiayn settings (rewritten with the resolved config: every setting kept).
+
+    Anything else of those names (another tool's config.yaml, a tokenizer's spm.model, the data
+    directory itself) would be overwritten; nothing is written before this check passes.
+    """
+    if run_dir.resolve() == data_dir.resolve():
+        raise AiaynError(f"{run_dir} is the data directory; train into another --out directory")
+    if (run_dir / RUN_INFO).exists():
+        if not _is_run_info(run_dir / RUN_INFO):
+            raise AiaynError(f"{run_dir / RUN_INFO} is not an aiayn run's; choose another --out directory")
+        return
+    if (run_dir / RUN_SPM).exists():
+        raise AiaynError(
+            f"{run_dir / RUN_SPM} exists outside a run directory and training would replace it; "
+            "choose another --out directory"
+        )
+    if (run_dir / RUN_CONFIG).exists():
+        try:
+            RunConfig.from_yaml(run_dir / RUN_CONFIG)
+        except AiaynError as err:
+            raise AiaynError(
+                f"{run_dir / RUN_CONFIG} is not an aiayn config and training would replace it "
+                f"({err}); choose another --out directory"
+            ) from None
+
+
 def write_run_files(run_dir: Path, data_dir: Path, config: RunConfig, world_size: int, init_from) -> None:
-    """config.yaml, run.json and spm.model (rank 0 only), each atomically: rewritten at every start,
-    so a kill there must leave the old file whole, not an empty one that a resume reads as defaults."""
+    """run.json, config.yaml and spm.model (rank 0 only), each atomically: rewritten at every start,
+    so a kill there must leave the old file whole, not an empty one that a resume reads as defaults.
+    run.json first: it marks the directory as a run's (`check_run_dir`) before the others land."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    config.to_yaml(run_dir / RUN_CONFIG)
     data = DataDir(data_dir)
-    atomic_copy(data.spm_path, run_dir / RUN_SPM)
     meta = data.meta if data.prepared else {}
     info = {
         "data_dir": str(data_dir.resolve()),
@@ -77,6 +114,8 @@ def write_run_files(run_dir: Path, data_dir: Path, config: RunConfig, world_size
     if meta.get("task") == "parse":  # the model directory says what it is (aiayn.parse.parser)
         info.update(task="parse", parse=meta.get("parse"))
     atomic_write_text(run_dir / RUN_INFO, json.dumps(info, indent=2) + "\n")
+    config.to_yaml(run_dir / RUN_CONFIG)
+    atomic_copy(data.spm_path, run_dir / RUN_SPM)
 
 
 def check_lengths(data_dir: Path, model: ModelConfig, max_tokens: int) -> None:

@@ -33,7 +33,13 @@ from aiayn.train.evaluation import ShuffledSources, dev_bleu, dev_loss
 from aiayn.train.loop import TrainingLoop
 from aiayn.train.loss import label_smoothed_nll
 from aiayn.train.optim import accumulation_steps, build_optimizer, restore_optimizer
-from aiayn.train.run import check_resume_config, load_init_weights, resolve_config, write_run_files
+from aiayn.train.run import (
+    check_resume_config,
+    check_run_dir,
+    load_init_weights,
+    resolve_config,
+    write_run_files,
+)
 from aiayn.train.schedule import learning_rate
 from aiayn.train.signals import StopSignals
 
@@ -310,6 +316,7 @@ def train(
     try:
         data_dir, run_dir = Path(data_dir), Path(run_dir)
         config = resolve_config(data_dir, run_config)
+        check_run_dir(run_dir, data_dir)
         if checkpoint.list_checkpoints(run_dir):
             check_resume_config(run_dir, config)
         if env.is_main:

@@ -125,15 +125,18 @@ def build_optimizer(model: VisionTransformer, t: VisionTrainConfig) -> torch.opt
 
 
 def write_run_config(run_dir: Path, model: VisionConfig, t: VisionTrainConfig) -> None:
-    """config.yaml; resuming with another model config is refused (the weights would not fit)."""
+    """config.yaml; resuming with another model config is refused (the weights would not fit), and
+    a config.yaml that no vision run wrote (another program's) is never overwritten."""
     path = run_dir / RUN_CONFIG
-    if path.is_file() and checkpoint.list_checkpoints(run_dir):
-        saved = load_yaml(path)
-        old = saved.get("vision") if isinstance(saved, dict) else None
-        if old != model.to_dict():
-            raise AiaynError(
-                f"{path}: the run's checkpoints were made with another model config; use a new --out"
-            )
+    saved = load_yaml(path) if path.exists() else None
+    if path.exists() and not (isinstance(saved, dict) and "vision" in saved):
+        raise AiaynError(
+            f"{path} is not a vision run's config and training would replace it; use a new --out"
+        )
+    if saved is not None and checkpoint.list_checkpoints(run_dir) and saved["vision"] != model.to_dict():
+        raise AiaynError(
+            f"{path}: the run's checkpoints were made with another model config; use a new --out"
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump({"vision": model.to_dict(), "train": t.to_dict()}, sort_keys=False)
     atomic_write_text(path, text)
