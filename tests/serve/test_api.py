@@ -153,7 +153,7 @@ def test_too_many_texts_is_413(client):
 def test_too_long_text_is_413(client):
     response = _post(client, {"text": ["sol", "a" * 41]})
     assert response.status_code == 413
-    assert response.json() == {"detail": "text 1 has 41 characters; the limit is 40"}
+    assert response.json() == {"detail": "text 2 has 41 characters; the limit is 40"}
     assert _post(client, {"text": "a" * 40}).status_code == 200
 
 

@@ -125,7 +125,7 @@ def test_stream_limits_answer_before_the_first_event(client):
     response = client.post("/v1/translate/stream", json={"text": "Sol. " * 9})
     assert response.status_code == 413 and "the document has 9 sentences; the limit is 8" in response.text
     response = client.post("/v1/translate/stream", json={"text": "sol " * 60 + "."})
-    assert response.status_code == 413 and "sentence 0 has 241 characters; the limit is 200" in response.text
+    assert response.status_code == 413 and "sentence 1 has 241 characters; the limit is 200" in response.text
 
 
 def test_stream_of_an_empty_document(client):

@@ -9,10 +9,12 @@
     GET  /docs           OpenAPI docs
 
 Requests go through a `MicroBatcher`; every error is JSON {"detail": ...}: 422 for malformed JSON,
-wrong types or unknown fields, 413 past a limit (aiayn.serve.limits: body, texts, characters,
-attention, work), 503 past the timeout, when the line is full (with Retry-After) or while shutting
-down. A request's model work stops at the next search step once its deadline passes or its client
-disconnects. Answers are written to JSON outside the event loop, so a large one holds up nobody.
+wrong types, numbers that are not finite, strings that are not Unicode or unknown fields (a list
+of {"type", "loc", "msg"}: no input is echoed), 413 past a limit (aiayn.serve.limits: body, texts,
+characters, attention, work; texts past the schema's bounds get the same answer), 503 past the
+timeout, when the line is full (with Retry-After) or while shutting down. A request's model work
+stops at the next search step once its deadline passes or its client disconnects. Answers are
+written to JSON outside the event loop, so a large one holds up nobody.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -36,6 +39,8 @@ from aiayn.errors import AiaynError
 from aiayn.serve.batcher import MicroBatcher, QueueFull, StopHook, Unavailable
 from aiayn.serve.limits import BodyLimit, ClientError, ServeSettings, check_texts, output_limits, text_costs
 from aiayn.serve.schemas import (
+    TEXT_TOO_LONG,
+    TOO_MANY_TEXTS,
     Attention,
     Error,
     Hypothesis,
@@ -46,6 +51,8 @@ from aiayn.serve.schemas import (
     TranslateRequest,
     TranslateResponse,
     Translation,
+    too_long,
+    too_many_texts,
 )
 from aiayn.serve.stream import sentence_costs, sentence_events, split_checked
 
@@ -57,6 +64,7 @@ RETRY_AFTER_S = 1  # what a 503 for a full line tells the client to wait
 PAGE_FILES = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}
 # FastAPI answers 400 with this when a JSON body is not UTF-8; for us it is malformed JSON like any other.
 BODY_PARSE_ERROR = "There was an error parsing the body"
+ECHO_CHARS = 80  # the most of a request's own text (a field's name) that an error repeats
 
 
 class TranslatorLike(Protocol):
@@ -191,7 +199,42 @@ def _page_files() -> dict[str, bytes]:
     return {name: (static / name).read_bytes() for name in PAGE_FILES}
 
 
+def _printable(part: Any) -> Any:
+    """A location part or message as valid, short UTF-8 (an unknown field's name is the client's)."""
+    if not isinstance(part, str):
+        return part
+    part = part.encode("utf-8", "backslashreplace").decode()
+    return part if len(part) <= ECHO_CHARS else part[:ECHO_CHARS] + "..."
+
+
+def _plain(error: dict[str, Any]) -> dict[str, Any]:
+    """A validation error without its input and context: they may be large, or no JSON (NaN)."""
+    msg, ctx = error["msg"], error.get("ctx") or {}
+    if error["type"] == "json_invalid" and isinstance(ctx.get("error"), str):
+        msg = f"{msg}: {ctx['error']}"
+    return {"type": error["type"], "loc": [_printable(p) for p in error["loc"]], "msg": _printable(msg)}
+
+
+def _over_limit(errors: list[dict[str, Any]], settings: ServeSettings) -> ClientError | None:
+    """Texts past the schema's bounds are past the server's limits too: its 413, with its limit."""
+    for error in errors:
+        ctx = error.get("ctx") or {}
+        if error["type"] == TOO_MANY_TEXTS:
+            return ClientError(413, too_many_texts(ctx["count"], settings.max_batch))
+        if error["type"] == TEXT_TOO_LONG:
+            return ClientError(413, too_long(ctx["what"], ctx["chars"], settings.max_chars))
+    return None
+
+
 def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, err: RequestValidationError) -> JSONResponse:
+        errors = list(err.errors())
+        over = _over_limit(errors, request.app.state.settings)
+        if over is not None:
+            return JSONResponse({"detail": over.detail}, status_code=over.status)
+        return JSONResponse({"detail": [_plain(e) for e in errors]}, status_code=422)
+
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, err: HTTPException) -> Response:
         if err.status_code == 400 and err.detail == BODY_PARSE_ERROR:

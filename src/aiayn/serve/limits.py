@@ -4,7 +4,8 @@ Every refusal comes at once, before any model work, as JSON {"detail": "..."} wi
 - body: over `ServeSettings.max_body_bytes` (room for max_batch texts of max_chars characters,
   each JSON-escaped), seen in Content-Length before a byte is read, or counted while reading
   (chunked bodies), so no oversized body is held or parsed;
-- texts: more than max_batch texts, or a text over max_chars characters;
+- texts: more than max_batch texts, or a text over max_chars characters (also when past the
+  schema's own bounds: aiayn.serve.app answers those with these limits);
 - attention: weights come for one text per request, of at most max_attention_tokens source
   tokens, and its output is cut to as many tokens (with </s>), so an answer holds at most
   heads x tokens^2 x (encoder layers + 2 x decoder layers) weights;
@@ -25,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.decode.stepper import max_lengths
 from aiayn.errors import AiaynError
-from aiayn.serve.schemas import MAX_TEXT_CHARS, MAX_TEXTS
+from aiayn.serve.schemas import MAX_TEXT_CHARS, MAX_TEXTS, too_long, too_many_texts
 
 LEN_A, LEN_B = DecodeConfig.max_len_a, DecodeConfig.max_len_b  # the longest output: a * |source| + b
 JSON_BYTES_PER_CHAR = 12  # the most a character takes in JSON: "\ud83d\ude00" for one emoji
@@ -87,11 +88,12 @@ class ClientError(Exception):
 
 
 def check_texts(texts: list[str], settings: ServeSettings) -> None:
+    """At most max_batch texts of at most max_chars characters (texts count from 1), else 413."""
     if len(texts) > settings.max_batch:
-        raise ClientError(413, f"{len(texts)} texts in one request; the limit is {settings.max_batch}")
+        raise ClientError(413, too_many_texts(len(texts), settings.max_batch))
     for i, text in enumerate(texts):
         if len(text) > settings.max_chars:
-            raise ClientError(413, f"text {i} has {len(text)} characters; the limit is {settings.max_chars}")
+            raise ClientError(413, too_long(f"text {i + 1}", len(text), settings.max_chars))
 
 
 def output_limits(sources: list[list[int]], config: ModelConfig, attention_tokens: int | None) -> list[int]:

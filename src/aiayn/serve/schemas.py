@@ -2,14 +2,20 @@
 
 No field names a file: a request carries texts and decoding settings (section 6.1) only. The
 schema's own bounds (MAX_TEXTS, MAX_TEXT_CHARS) hold whatever the server's flags say; the flags'
-tighter limits answer 413 (aiayn.serve.limits).
+tighter limits answer 413 (aiayn.serve.limits). Before the fields are validated, the strings of a
+request are checked (check_translate, check_document): JSON can carry more texts or longer strings
+than any server allows, and lone surrogates ("\\ud800", not Unicode: no tokenizer can encode them);
+each gets one error that says what is wrong and where (texts count from 1, as in every message of
+the server), never an echo of the input. Numbers must be finite: JSON parsers accept NaN.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from aiayn.config import DecodeConfig
 
@@ -20,6 +26,80 @@ MAX_TEXT_CHARS = 100_000  # the most --max-chars may allow
 MAX_CONSTRAINTS = 32  # phrases per text: dynamic beam allocation needs beams for each
 Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 Phrases = Annotated[list[Text], Field(max_length=MAX_CONSTRAINTS)]
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins the pairs: what is left is lone
+# The error types of check_translate that the server answers with its own limits (aiayn.serve.app).
+TOO_MANY_TEXTS, TEXT_TOO_LONG = "too_many_texts", "text_too_long"
+
+
+def too_many_texts(count: int, limit: int) -> str:
+    return f"{count} texts in one request; the limit is {limit}"
+
+
+def too_long(what: str, chars: int, limit: int) -> str:
+    return f"{what} has {chars} characters; the limit is {limit}"
+
+
+def _error(kind: str, message: str, **ctx: Any) -> PydanticCustomError:
+    """A validation error of type `kind`; `ctx` is for the server to read (`message` holds no braces,
+    so pydantic, which formats it with `ctx`, leaves it as it is)."""
+    return PydanticCustomError(kind, message, ctx or None)
+
+
+def check_string(value: Any, what: str, kind: str = "string_too_long") -> None:
+    """`value`, if a string, is at most MAX_TEXT_CHARS characters of valid Unicode."""
+    if not isinstance(value, str):
+        return  # the schema says what it should be
+    if len(value) > MAX_TEXT_CHARS:
+        raise _error(kind, too_long(what, len(value), MAX_TEXT_CHARS), what=what, chars=len(value))
+    bad = LONE_SURROGATE.search(value)
+    if bad:
+        at = bad.start() + 1
+        raise _error("unicode", f"{what} is not valid Unicode: a lone surrogate at character {at}")
+
+
+def _entries(value: Any, name: str, limit: int) -> list:
+    """`value` as a list (anything else: one entry) of at most `limit` entries."""
+    if not isinstance(value, list):
+        return [value]
+    if len(value) > limit:
+        raise _error("too_long", f"{name} has {len(value)} entries; the limit is {limit}")
+    return value
+
+
+def _check_constraints(value: Any) -> None:
+    """Phrases for one text, or one list (or null) per text."""
+    if not isinstance(value, list):
+        return
+    nested = any(isinstance(v, list) for v in value)
+    for i, phrases in enumerate(_entries(value, "constraints", MAX_TEXTS) if nested else [value]):
+        if not isinstance(phrases, list):
+            continue
+        if len(phrases) > MAX_CONSTRAINTS:
+            raise _error(
+                "too_long", f"text {i + 1}: {len(phrases)} constraints; the limit is {MAX_CONSTRAINTS}"
+            )
+        for j, phrase in enumerate(phrases):
+            check_string(phrase, f"text {i + 1}: constraint {j + 1}")
+
+
+def check_translate(data: Any) -> None:
+    """The strings of a /v1/translate body (parsed JSON, not yet validated): sizes and Unicode."""
+    if not isinstance(data, dict):
+        return
+    text = data.get("text")
+    if isinstance(text, list) and len(text) > MAX_TEXTS:
+        raise _error(TOO_MANY_TEXTS, too_many_texts(len(text), MAX_TEXTS), count=len(text))
+    for i, one in enumerate(text if isinstance(text, list) else [text]):
+        check_string(one, f"text {i + 1}", TEXT_TOO_LONG)
+    for i, prefix in enumerate(_entries(data.get("prefix"), "prefix", MAX_TEXTS)):
+        check_string(prefix, f"text {i + 1}: the prefix")
+    _check_constraints(data.get("constraints"))
+
+
+def check_document(data: Any) -> None:
+    """The document of a /v1/translate/stream body (parsed JSON, not yet validated)."""
+    if isinstance(data, dict):
+        check_string(data.get("text"), "the document")
 
 
 class Sample(BaseModel):
@@ -27,9 +107,11 @@ class Sample(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    temperature: float = Field(1.0, gt=0.0, le=100.0, description="Divides the logits.")
+    temperature: float = Field(1.0, allow_inf_nan=False, gt=0.0, le=100.0, description="Divides the logits.")
     top_k: int = Field(0, ge=0, description="Draw from the k most probable tokens (0: all).")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Then from the smallest set with this mass.")
+    top_p: float = Field(
+        1.0, allow_inf_nan=False, gt=0.0, le=1.0, description="Then from the smallest set with this mass."
+    )
     seed: int = Field(0, ge=0, lt=2**62, description="Equal seeds, equal samples, whatever the batching.")
 
 
@@ -45,7 +127,11 @@ class TranslateRequest(BaseModel):
         DEFAULT.beam_size, ge=1, le=MAX_BEAM, description="Beam size (section 6.1: 4); 1 is greedy."
     )
     alpha: float = Field(
-        DEFAULT.alpha, ge=0.0, le=10.0, description="Length penalty exponent (section 6.1: 0.6)."
+        DEFAULT.alpha,
+        allow_inf_nan=False,
+        ge=0.0,
+        le=10.0,
+        description="Length penalty exponent (section 6.1: 0.6).",
     )
     n_best: int = Field(
         DEFAULT.n_best, ge=1, le=MAX_BEAM, description="Hypotheses per text, best first (<= beam_size)."
@@ -63,6 +149,12 @@ class TranslateRequest(BaseModel):
     )
     sample: Sample | None = Field(None, description="Draw n_best samples instead of searching.")
     align: bool = Field(False, description="Word alignments: [source word, target word] pairs.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strings(cls, data: Any) -> Any:
+        check_translate(data)
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> TranslateRequest:
@@ -124,9 +216,19 @@ class StreamRequest(BaseModel):
         DEFAULT.beam_size, ge=1, le=MAX_BEAM, description="Beam size (section 6.1: 4); 1 is greedy."
     )
     alpha: float = Field(
-        DEFAULT.alpha, ge=0.0, le=10.0, description="Length penalty exponent (section 6.1: 0.6)."
+        DEFAULT.alpha,
+        allow_inf_nan=False,
+        ge=0.0,
+        le=10.0,
+        description="Length penalty exponent (section 6.1: 0.6).",
     )
     sample: Sample | None = Field(None, description="Draw one sample per sentence instead of searching.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strings(cls, data: Any) -> Any:
+        check_document(data)
+        return data
 
     @property
     def search(self) -> DecodeConfig:

@@ -25,7 +25,7 @@ from typing import Any
 from aiayn.decode.document import Document, join_document, split_document
 from aiayn.errors import AiaynError
 from aiayn.serve.limits import ClientError, ServeSettings, text_costs
-from aiayn.serve.schemas import StreamRequest
+from aiayn.serve.schemas import StreamRequest, too_long
 
 Submit = Callable[[list[Any], Any, list[int]], Coroutine]  # (items, options, costs) -> results
 
@@ -43,10 +43,8 @@ def split_checked(body: StreamRequest, language: str, settings: ServeSettings) -
             413, f"the document has {len(doc.sentences)} sentences; the limit is {settings.max_batch}"
         )
     for i, sentence in enumerate(doc.sentences):
-        if len(sentence) > settings.max_chars:
-            raise ClientError(
-                413, f"sentence {i} has {len(sentence)} characters; the limit is {settings.max_chars}"
-            )
+        if len(sentence) > settings.max_chars:  # counted from 1 (the events' "index" from 0)
+            raise ClientError(413, too_long(f"sentence {i + 1}", len(sentence), settings.max_chars))
     return doc
 
 
