@@ -82,3 +82,23 @@ def test_png_written(tmp_path):
     assert out.read_bytes()[:8] == PNG_MAGIC
     with pytest.raises(AiaynError, match="does not exist"):
         save_attention_png(fake_attention(), tmp_path / "no" / "a.png")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("a.txt", "--out .*a.txt: the file name must end in .png"),
+        ("adir", "--out .*adir: the file name must end in .png"),
+        ("folder.png", "--out .*folder.png: is a folder, not a file"),
+    ],
+)
+def test_only_a_png_file_is_written(tmp_path, name, message):
+    (tmp_path / "folder.png").mkdir()
+    with pytest.raises(AiaynError, match=message):
+        save_attention_png(fake_attention(), tmp_path / name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder.png"]  # nothing written
+
+
+def test_png_suffix_in_any_case(tmp_path):
+    out = save_attention_png(fake_attention(), tmp_path / "A.PNG")
+    assert out == tmp_path / "A.PNG" and out.read_bytes()[:8] == PNG_MAGIC

@@ -8,8 +8,11 @@ across the three (`aiayn.overrides.apply_overrides`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import types
+import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,34 @@ def check_number(name: str, value: float | None, *, zero: bool = False, null: bo
         raise ConfigError(f"{name} must be a finite number {bound}{', or null' if null else ''}, got {value}")
 
 
+_PLAIN = {int: "an integer", float: "a number", str: "a string", bool: "true or false", type(None): "null"}
+
+
+def _kinds(hint: Any) -> tuple[type, ...] | None:
+    """The plain types a field of type `hint` takes (int | None -> (int, NoneType)); None: not checked."""
+    kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    return kinds if all(k in _PLAIN for k in kinds) else None
+
+
+def _typed(name: str, hint: Any, value: Any) -> Any:
+    """`value` if it has the field's type (ints pass for floats; bools only for bools), else a ConfigError."""
+    kinds = _kinds(hint)
+    if kinds is None:
+        return value
+    if float in kinds and isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    ok = (
+        isinstance(value, bool)
+        and bool in kinds
+        or not isinstance(value, bool)
+        and (type(value) in kinds or (type(value) is int and float in kinds))
+    )
+    if not ok:
+        raise ConfigError(f"{name} must be {' or '.join(_PLAIN[k] for k in kinds)}, got {value!r}")
+    return value
+
+
 class Serializable:
     """to/from dict and YAML for the config dataclasses (these and the Vision Transformer's)."""
 
@@ -62,11 +93,17 @@ class Serializable:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
+        """The config of a mapping of settings; each value must have its field's type (an int field
+        takes no "512" or 512.0, a float field takes ints, and a numeric string: YAML 1.1 reads 1e-9
+        as text)."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"{cls.__name__} settings must be a mapping, got {type(data).__name__}")
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
             raise ConfigError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}")
-        return cls(**data)
+        hints = typing.get_type_hints(cls)
+        return cls(**{name: _typed(name, hints[name], value) for name, value in data.items()})
 
     def to_yaml(self, path: str | Path) -> None:
         """Write atomically (temporary file, fsync, rename): a crash leaves the old file whole."""

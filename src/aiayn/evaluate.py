@@ -25,7 +25,7 @@ from aiayn.data.datadir import DataDir
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
-from aiayn.safe_io import atomic_write_text, capped_lines
+from aiayn.safe_io import atomic_write_text, capped_lines, input_file, output_dir
 
 SCORES_FILE = "scores.json"
 
@@ -34,6 +34,8 @@ def score_texts(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
     """Corpus BLEU and chrF of hypotheses against one reference each (sacreBLEU defaults)."""
     if len(hypotheses) != len(references):
         raise AiaynError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    if not hypotheses:
+        raise AiaynError("nothing to score: 0 sentences")
     scores: dict[str, Any] = {"n_sentences": len(hypotheses)}
     for name, metric in (("bleu", BLEU()), ("chrf", CHRF())):
         result = metric.corpus_score(hypotheses, [references])
@@ -46,9 +48,7 @@ def score_texts(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
 
 def read_lines(path: str | Path) -> list[str]:
     """The lines of a UTF-8 text file, without line ends; a clear error for a missing or bad file."""
-    path = Path(path)
-    if not path.is_file():
-        raise AiaynError(f"{path}: no such file")
+    path = input_file(path)
     lines = []
     with path.open("rb") as f:
         for number, raw in enumerate(capped_lines(f, str(path)), start=1):
@@ -93,8 +93,7 @@ def _warn_split(src_path: Path, index: int, length: int, limit: int, parts: int)
 
 def write_scores(scores: dict[str, Any], out_dir: str | Path) -> Path:
     """Write scores.json into out_dir (atomically) and return its path."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(out_dir, "--out")
     return atomic_write_text(out / SCORES_FILE, json.dumps(scores, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -116,8 +115,11 @@ def evaluate_model(
     out_dir/{split}.hyp and the scores to out_dir/scores.json. `limit`: the first N sentences only.
     `int8`: load the model directory for int8 inference (CPU; aiayn.model.quantize).
     """
+    if limit is not None and limit <= 0:
+        raise AiaynError(f"limit must be a positive number of sentences, got {limit}")
     data = DataDir(data_dir)
     src_path, ref_path = data.raw(split, "src"), data.raw(split, "tgt")
+    out = None if out_dir is None else output_dir(out_dir, "--out")  # before the work, not after it
     sources, references = read_lines(src_path)[:limit], read_lines(ref_path)[:limit]
     if len(sources) != len(references):
         raise AiaynError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
@@ -136,10 +138,9 @@ def evaluate_model(
     scores = {"split": split, **score_texts(hypotheses, references), "decode": d.to_dict()}
     if translator.int8:
         scores["int8"] = True
-    if out_dir is not None:
-        hyp_path = Path(out_dir) / f"{split}.hyp"
-        hyp_path.parent.mkdir(parents=True, exist_ok=True)
+    if out is not None:
+        hyp_path = out / f"{split}.hyp"
         atomic_write_text(hyp_path, "".join(h + "\n" for h in hypotheses))
         scores["hypotheses"] = str(hyp_path)
-        write_scores(scores, out_dir)
+        write_scores(scores, out)
     return scores

@@ -178,6 +178,45 @@ def building_directory(out: str | Path) -> Iterator[Path]:
         os.close(alive)
 
 
+def input_file(path: str | Path, what: str = "", stream: bool = False) -> Path:
+    """`path` if it is a file to read, else a one-line AiaynError saying why (`what` names the option):
+    no such file, a directory, or (unless the reader reads it once, `stream`) a pipe or device."""
+    path, name = Path(path), f"{what} {path}".strip()
+    if path.is_dir():
+        raise AiaynError(f"{name}: is a directory, not a file")
+    if not path.exists():
+        raise AiaynError(f"{name}: no such file")
+    if not (stream or path.is_file()):
+        raise AiaynError(f"{name}: not a regular file (it is read twice); save it to a file first")
+    return path
+
+
+def output_file(path: str | Path, what: str, inputs: tuple[str | Path | None, ...] = ()) -> Path:
+    """`path` if a file may be written there, else a one-line AiaynError: a directory, a missing
+    parent directory, or one of the command's `inputs` (which writing would empty before it is read)."""
+    path = Path(path)
+    if path.is_dir():
+        raise AiaynError(f"{what} {path}: is a directory; name a file")
+    if not path.absolute().parent.is_dir():
+        raise AiaynError(f"{what} {path}: no such directory {path.parent}")
+    for source in inputs:
+        if source is not None and path.exists() and Path(source).exists() and path.samefile(source):
+            raise AiaynError(f"{what} {path} is the input file {source}; write to another file")
+    return path
+
+
+def output_dir(path: str | Path, what: str) -> Path:
+    """Directory `path`, made if needed; a one-line AiaynError when a file (or a file on the way) is there."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise AiaynError(f"{what} {path}: a file is there, not a directory") from None
+    except OSError as err:
+        raise AiaynError(f"{what} {path}: cannot make the directory: {err.strerror}") from None
+    return path
+
+
 def plain_name(name: object, what: str) -> str:
     """`name` if it is a plain file name (no directory part, not "." or ".."); else a one-line error."""
     if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0"):

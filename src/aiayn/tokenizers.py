@@ -47,6 +47,8 @@ def load_tokenizer(model_dir: str | Path, info: dict[str, Any]) -> TextTokenizer
     """The tokenizer that config.json's "tokenizer" entry (`info`) names; its files must lie in
     `model_dir` (a one-line error otherwise)."""
     settings = info.get("tokenizer") or {"type": "sentencepiece", "model": "spm.model"}
+    if not isinstance(settings, dict):
+        raise AiaynError(f"{Path(model_dir) / 'config.json'}: tokenizer must be an object, got {settings!r}")
     kind = settings.get("type")
     if kind == "sentencepiece":
         from aiayn.data.tokenizer import Tokenizer

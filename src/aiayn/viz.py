@@ -9,28 +9,58 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from aiayn.errors import AiaynError
+from aiayn.safe_io import output_dir
 
 # -- training curves --------------------------------------------------------------------------------
 
 
-def read_metrics(path: str | Path) -> dict[str, list[dict]]:
-    """metrics.jsonl -> rows grouped by kind ("train", "dev"), in file order."""
+def read_metrics(path: str | Path, warn: Callable[[str], None] | None = None) -> dict[str, list[dict]]:
+    """metrics.jsonl -> rows grouped by kind ("train", "dev"), in file order.
+
+    A bad line is an error naming file:line, except a torn last line (no newline at its end: the run
+    is still writing, or was killed mid-write), which is skipped after a one-line `warn` (default: to
+    stderr).
+    """
     path = Path(path)
     if not path.is_file():
         raise AiaynError(f"{path}: no such metrics file (has the run logged anything yet?)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise AiaynError(f"{path}: not UTF-8 text") from None
+    lines = text.splitlines()
     rows: dict[str, list[dict]] = {}
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise AiaynError(f"{path}:{number}: invalid JSON: {err.msg}") from None
-        rows.setdefault(row.get("kind", "train"), []).append(row)
+        torn = number == len(lines) and not text.endswith("\n")
+        row = _metrics_row(path, number, line, torn, warn or _warn_stderr)
+        if row is not None:
+            rows.setdefault(row.get("kind", "train"), []).append(row)
     return rows
+
+
+def _metrics_row(path: Path, number: int, line: str, torn: bool, warn: Callable[[str], None]) -> dict | None:
+    """One line of metrics.jsonl -> its row; None for a torn last line (after a warning)."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as err:
+        if torn:
+            warn(f"{path}:{number}: skipped an incomplete last line (is the run still writing?)")
+            return None
+        raise AiaynError(f"{path}:{number}: invalid JSON: {err.msg}") from None
+    if not isinstance(row, dict):
+        raise AiaynError(f"{path}:{number}: not a JSON object")
+    return row
+
+
+def _warn_stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def plot_curve(
@@ -44,7 +74,7 @@ def plot_curve(
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
     for label, (key, rows) in series.items():
-        points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+        points = [(r["step"], r[key]) for r in rows if r.get(key) is not None and r.get("step") is not None]
         if points:
             steps, values = zip(*points, strict=True)
             ax.plot(steps, values, label=label, marker="o" if len(points) < 30 else None, markersize=3)
@@ -66,8 +96,9 @@ def plot_training_curves(run_dir: str | Path, out_dir: str | Path | None = None)
     run_dir = Path(run_dir)
     rows = read_metrics(run_dir / "metrics.jsonl")
     train, dev = rows.get("train", []), rows.get("dev", [])
-    out = Path(out_dir) if out_dir is not None else run_dir / "plots"
-    out.mkdir(parents=True, exist_ok=True)
+    if not train and not dev:
+        raise AiaynError(f"{run_dir / 'metrics.jsonl'}: no train or dev rows yet, nothing to plot")
+    out = output_dir(out_dir if out_dir is not None else run_dir / "plots", "--out")
     written = [
         plot_curve(
             out / "loss.png",
@@ -164,15 +195,25 @@ def plot_attention(attn: dict, kind: str = "cross", layer: int | None = None, he
     return fig
 
 
+def png_path(out: str | Path) -> Path:
+    """Check that `out` can take a PNG: a .png name, not a folder, in a folder that exists."""
+    out = Path(out)
+    if out.suffix.lower() != ".png":
+        raise AiaynError(f"--out {out}: the file name must end in .png (the picture is a PNG)")
+    if out.is_dir():
+        raise AiaynError(f"--out {out}: is a folder, not a file")
+    if not out.parent.is_dir():
+        raise AiaynError(f"--out {out}: the folder {out.parent} does not exist")
+    return out
+
+
 def save_attention_png(
     attn: dict, out: str | Path, kind: str = "cross", layer: int | None = None, head: int | None = None
 ) -> Path:
     """Write `plot_attention(attn, kind, layer, head)` to the PNG file `out` and return its path."""
     import matplotlib.pyplot as plt
 
-    out = Path(out)
-    if not out.parent.is_dir():
-        raise AiaynError(f"{out}: the folder {out.parent} does not exist")
+    out = png_path(out)
     fig = plot_attention(attn, kind, layer, head)
     fig.savefig(out, dpi=120)
     plt.close(fig)

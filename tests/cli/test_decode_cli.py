@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import sacrebleu
+import torch
 
 from aiayn.cli import main
 from aiayn.decode.stream import read_chunks
@@ -90,6 +91,65 @@ def test_translate_errors_are_one_line(toy_model_dir, tmp_path, capsys):
     assert "not a model directory" in err[0] and "missing.txt" in err[1] and "n_best" in err[2]
 
 
+def test_translate_never_empties_its_input_or_an_old_output(toy_model_dir, tmp_path, capsys, monkeypatch):
+    """-o onto the input (or a prefix file) is refused before anything is opened; -o into a directory
+    or a missing one is a one-line error; '-' is stdin."""
+    text = "el gato\nagua verde\n"
+    (tmp_path / "in.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "in.txt")
+    (tmp_path / "out.txt").write_text("old output\n", encoding="utf-8")
+    (tmp_path / "prefix.txt").write_text("a\nb\nc\n", encoding="utf-8")
+    (tmp_path / "adir").mkdir()
+    model, src = str(toy_model_dir), str(tmp_path / "in.txt")
+    for args in (
+        ["-i", src, "-o", src],
+        ["-i", src, "-o", str(tmp_path / "link.txt")],
+        ["-i", src, "-o", str(tmp_path / "prefix.txt"), "--prefix-file", str(tmp_path / "prefix.txt")],
+        ["-i", src, "-o", str(tmp_path / "adir")],
+        ["-i", src, "-o", str(tmp_path / "nodir" / "out.txt")],
+        ["-i", str(tmp_path / "adir")],
+        ["-i", src, "--prefix-file", str(tmp_path / "prefix.txt")],
+    ):
+        assert main(["translate", model, *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 7 and all(line.startswith("aiayn translate: error: ") for line in err)
+    assert "is the input file" in err[0] and "is the input file" in err[1] and "is the input file" in err[2]
+    assert "adir: is a directory; name a file" in err[3] and "no such directory" in err[4]
+    assert "--input " in err[5] and "adir: is a directory, not a file" in err[5]
+    assert "the prefix file has 3 lines; " in err[6] and "has 2: they must match" in err[6]
+    assert (tmp_path / "in.txt").read_text(encoding="utf-8") == text
+    assert (tmp_path / "prefix.txt").read_text(encoding="utf-8") == "a\nb\nc\n"
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8") == "old output\n"
+    assert len(list(tmp_path.iterdir())) == 5  # nothing written beside the inputs
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    assert main(["translate", model, "-i", "-", "-o", str(tmp_path / "out.txt")]) == 0
+    assert len((tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()) == 2
+
+
+def test_evaluate_bad_arguments_are_one_line_errors(toy_model_dir, toy_data_dir, tmp_path, capsys):
+    """A --split that is a path (it would write outside --out), --limit 0 or below, nothing to score,
+    and an --out that is a file: each one line, nothing written."""
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "afile").write_text("mine\n")
+    model, data = str(toy_model_dir), str(toy_data_dir)
+    out = ["--out", str(tmp_path / "ev"), "--no-progress"]
+    for args in (
+        [model, data, "--split", "../raw/test", *out],
+        [model, data, "--limit", "0", *out],
+        [model, data, "--limit", "-3", *out],
+        ["--hyp", str(tmp_path / "empty.txt"), "--ref", str(tmp_path / "empty.txt")],
+        [model, data, "--limit", "2", "--out", str(tmp_path / "afile"), "--no-progress"],
+    ):
+        assert main(["evaluate", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 5 and all(line.startswith("aiayn evaluate: error: ") for line in err)
+    assert "split: '../raw/test' is not a plain file name" in err[0]
+    assert "got 0" in err[1] and "got -3" in err[2] and "nothing to score: 0 sentences" in err[3]
+    assert "afile: a file is there, not a directory" in err[4]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "empty.txt"]
+    assert (tmp_path / "afile").read_text() == "mine\n"
+
+
 def test_evaluate_model_on_a_split(toy_model_dir, toy_data_dir, tmp_path, capsys):
     out = tmp_path / "eval"
     code = main(
@@ -135,3 +195,20 @@ def test_an_input_without_newlines_is_refused_not_read_whole(toy_model_dir, tmp_
     refusal = f"{source}:2: a line of more than 1,048,576 bytes; are its lines ended by CR only?"
     assert capsys.readouterr().err.strip().splitlines() == [f"aiayn translate: error: {refusal}"]
     assert (tmp_path / "out.txt").read_text() == "the dog\n"  # what came before it is translated
+
+
+@pytest.mark.parametrize(
+    "device, message",
+    [
+        ("foo", "'foo' is not a device (cpu, cuda, cuda:N, mps)"),
+        ("cuda:99", "cuda:99: " + ("this machine has" if torch.cuda.is_available() else "no CUDA GPU here")),
+        ("meta", "meta: aiayn runs on cpu, cuda or mps, not meta"),
+    ],
+)
+def test_a_device_torch_or_this_machine_lacks_is_a_one_line_error(toy_model_dir, capsys, device, message):
+    """--device is checked as it is parsed, by every command that has it (here translate)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["translate", str(toy_model_dir), "--device", device])
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert exit_.value.code == 2 and err.startswith("aiayn translate: error: argument --device: ")
+    assert message in err

@@ -87,6 +87,27 @@ def test_rerun_does_nothing_unless_force(tmp_path, corpus, capsys):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_force_never_deletes_files_prepare_did_not_write(tmp_path, corpus):
+    out = _prepare_corpus(tmp_path / "data", corpus)
+    (out / "raw" / "notes.txt").write_text("keep me")
+    meta = (out / "meta.json").read_text()
+    with pytest.raises(AiaynError, match=r"--force would delete .*raw/notes.txt, which prepare did not"):
+        _prepare_corpus(out, corpus, force=True)
+    assert (out / "raw" / "notes.txt").read_text() == "keep me" and (out / "meta.json").read_text() == meta
+
+
+def test_a_prepared_directory_is_reused_only_for_its_own_corpus(tmp_path, corpus, write_corpus):
+    """Another corpus (here: a train file that is missing) is refused, not answered with the old data."""
+    out = _prepare_corpus(tmp_path / "data", corpus)
+    meta = (out / "meta.json").read_text()
+    other = (tmp_path / "missing.es", *corpus[1:])
+    with pytest.raises(AiaynError, match=r"data is already prepared from another corpus \(files .*train"):
+        _prepare_corpus(out, other)
+    with pytest.raises(AiaynError, match=r"already prepared from another corpus \(files"):
+        prepare(out, "bible-es-en", progress=False)
+    assert (out / "meta.json").read_text() == meta
+
+
 def test_a_failed_run_leaves_nothing_that_looks_complete(tmp_path, corpus, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

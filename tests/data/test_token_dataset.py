@@ -55,3 +55,33 @@ def test_missing_or_truncated_split(tmp_path):
         f.truncate(2)
     with pytest.raises(AiaynError, match="does not match"):
         TokenDataset(tmp_path, "train")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: b"",  # empty
+        lambda data: data[: len(data) // 2],  # truncated
+        lambda data: b"\x93NUMPY" + bytes(200),  # garbage
+        lambda data: np.lib.format.MAGIC_PREFIX + b"\x01\x00" + b"\x76\x00{'descr': '|O'," + bytes(120),
+    ],
+)
+def test_a_damaged_index_is_a_one_line_error(tmp_path, damage):
+    """Whatever is wrong with {split}.index.npz: the file, "damaged index", and how to fix it."""
+    _write(tmp_path, [([[5, 6]], [[7]])])
+    path = tmp_path / "train.index.npz"
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(
+        AiaynError, match=rf"^{path}: damaged index \(.*\); prepare the data again with --force$"
+    ):
+        TokenDataset(tmp_path, "train")
+
+
+def test_an_index_of_the_wrong_arrays_is_refused(tmp_path):
+    _write(tmp_path, [([[5, 6]], [[7]])])
+    np.savez(tmp_path / "train.index.npz", src=np.array([3, 5]), tgt=np.array([0, 2]), dtype=np.array("<u2"))
+    with pytest.raises(AiaynError, match="offsets do not start at 0"):
+        TokenDataset(tmp_path, "train")
+    np.savez(tmp_path / "train.index.npz", src=np.array([0, 3]))
+    with pytest.raises(AiaynError, match=r"damaged index \(.*tgt"):
+        TokenDataset(tmp_path, "train")

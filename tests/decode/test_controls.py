@@ -130,6 +130,17 @@ def test_replace_unknown_copies_the_aligned_source_word():
     assert text == "the va xy"
 
 
+def test_replace_unk_alone_adds_no_alignment_to_the_output(translator):
+    """--replace-unk aligns to find each <unk>'s source word; the pairs are output only with --align."""
+    texts = ["el perro come agua", "la luna"]
+    plain = translator.translate(texts, return_scores=True)
+    replaced = translator.translate(texts, replace_unk=True, return_scores=True)
+    both = translator.translate(texts, replace_unk=True, align=True, return_scores=True)
+    assert [ts[0].alignment for ts in replaced] == [None, None]
+    assert [ts[0].text for ts in replaced] == [ts[0].text for ts in plain]
+    assert all(ts[0].alignment for ts in both)
+
+
 def test_a_document_keeps_its_paragraphs(translator):
     doc = "el perro come agua\n\nla luna\n\n\nel sol\n"  # sentence splitting: test_document.py
     one, two, three = translator.translate(["el perro come agua", "la luna", "el sol"], beam_size=2)

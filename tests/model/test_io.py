@@ -39,6 +39,45 @@ def test_bad_model_directories_say_what_is_wrong(tmp_path):
         load_model_dir(out)
 
 
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda d: d["model"].update(d_model="16"),
+            r"model config: d_model must be an integer, got '16'",
+        ),
+        (lambda d: d["model"].update(n_layers=None), r"n_layers must be an integer, got None"),
+        (lambda d: d["model"].update(dropout=True), r"dropout must be a number, got True"),
+        (lambda d: d.pop("model"), r'config.json: no "model" settings'),
+        (lambda d: d.update(model=[1, 2]), r"ModelConfig settings must be a mapping, got list"),
+    ],
+)
+def test_a_config_json_with_wrong_types_names_the_field(tmp_path, edit, message):
+    model = Transformer(ModelConfig(vocab_size=50, d_model=16, d_ff=32, n_heads=2, n_layers=1))
+    out = save_model_dir(model, tmp_path / "m")
+    data = json.loads((out / "config.json").read_text())
+    edit(data)
+    (out / "config.json").write_text(json.dumps(data))
+    with pytest.raises(AiaynError, match=message):
+        load_model_dir(out)
+
+
+def test_a_config_json_that_is_not_an_object_or_has_a_bad_tokenizer_entry(tmp_path, toy_model_dir):
+    from aiayn.decode.translator import Translator
+
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / "config.json").write_text("[1, 2]")
+    with pytest.raises(AiaynError, match=r"config.json: expected a JSON object of settings, found list"):
+        load_model_dir(out)
+    for name in ("model.safetensors", "spm.model"):
+        (out / name).write_bytes((toy_model_dir / name).read_bytes())
+    data = json.loads((toy_model_dir / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**data, "tokenizer": "spm"}))
+    with pytest.raises(AiaynError, match=r"config.json: tokenizer must be an object, got 'spm'"):
+        Translator.load(out, "cpu")
+
+
 def test_the_package_exports_the_python_api():
     from aiayn import ModelConfig as Config
     from aiayn import Transformer as Model

@@ -400,7 +400,10 @@ def test_evaluate_cli_int8(toy_model_dir, toy_data_dir, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("command", ["translate", "evaluate", "serve"])
-def test_int8_with_cuda_is_a_one_line_error(toy_model_dir, toy_data_dir, command, capsys):
+def test_int8_with_cuda_is_a_one_line_error(toy_model_dir, toy_data_dir, command, capsys, monkeypatch):
+    """Said on a machine with a GPU too (here one pretends to have one, as --device checks)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     extra = [str(toy_data_dir)] if command == "evaluate" else []
     assert main([command, str(toy_model_dir), *extra, "--int8", "--device", "cuda"]) == 2
     err = capsys.readouterr().err

@@ -111,6 +111,9 @@ def test_row_selection():
     assert [r.name for r in select_rows("a")][1:] == ["A-h1", "A-h4", "A-h16", "A-h32"]
     with pytest.raises(AiaynError, match="unknown row 'F'"):
         select_rows("A,F")
+    for empty in ("", " , ,"):
+        with pytest.raises(AiaynError, match="names no row"):
+            select_rows(empty)
 
 
 def test_a_row_that_does_not_fit_the_reference_says_which():

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import math
 
 import pytest
 
@@ -92,9 +93,24 @@ def test_a_finished_row_with_other_settings_is_an_error_not_a_silent_reuse(tmp_p
 def test_budget_and_bad_input_errors(tmp_path, capsys):
     with pytest.raises(AiaynError, match="--steps N or --minutes M"):
         Budget()
-    with pytest.raises(AiaynError, match="must be positive"):
-        Budget(minutes=-1)
+    for budget, shown in ((dict(minutes=-1), "-1"), (dict(steps=0), "0"), (dict(minutes=math.inf), "inf")):
+        with pytest.raises(AiaynError, match=f"must be a positive finite number, got {shown}$"):
+            Budget(**budget)
     assert str(Budget(steps=1200)) == "1,200 steps" and str(Budget(minutes=2.5)) == "2.5 minutes"
     assert main(["variations", str(tmp_path), "--out", str(tmp_path / "o"), "--steps", "2"]) == 2
     assert "no spm.model; Table 3 is measured on a prepared dev split" in capsys.readouterr().err
     assert select_rows("E")[0].name == "base"
+
+
+def test_tables_the_run_did_not_write_are_never_replaced(toy_data, tmp_path, capsys):
+    """OUT holding someone's table.md (no base/ row beside it), or OUT a file: refused before training."""
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "table.md").write_text("my table\n")
+    (tmp_path / "afile").write_text("mine\n")
+    for out in ("o", "afile"):
+        assert main(["variations", str(toy_data), "--out", str(tmp_path / out), "--steps", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "table.md is not from `aiayn variations` (no base/ beside it)" in err[0]
+    assert "afile: a file is there, not a directory" in err[1] and len(err) == 2
+    assert [p.name for p in (tmp_path / "o").iterdir()] == ["table.md"]
+    assert (tmp_path / "o" / "table.md").read_text() == "my table\n"

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from aiayn.cli import main
 from aiayn.errors import AiaynError
 from aiayn.vision.attention import attention_rollout, class_token_attention, patch_map
 from aiayn.vision.io import save_vision_model
@@ -80,3 +81,16 @@ def test_plot_attention_refuses_what_is_not_an_image(tmp_path):
     (tmp_path / "bad.png").write_text("no pixels here")
     with pytest.raises(AiaynError, match="cannot read the image"):
         plot_attention(tmp_path / "model", tmp_path / "a.png", image_file=tmp_path / "bad.png")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("a.txt", "must end in .png"), ("adir", "must end in .png"), ("d.png", "is a folder")],
+)
+def test_cli_vision_attention_writes_only_a_png_file(tmp_path, capsys, name, message):
+    """A bad --out is refused before the model loads (MODEL_DIR does not exist here)."""
+    (tmp_path / "d.png").mkdir()
+    assert main(["vision-attention", str(tmp_path / "no-model"), "--out", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--out {tmp_path / name}: " in err and message in err
+    assert [p.name for p in tmp_path.iterdir()] == ["d.png"]

@@ -57,6 +57,31 @@ COMMANDS.append(_add_quickstart)
 COMMANDS.append(prepare_cli.add_prepare)
 
 
+def device_name(text: str) -> str:
+    """argparse type of --device: a device torch knows and this machine has (cpu, cuda, cuda:N, mps)."""
+    import torch
+
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device (cpu, cuda, cuda:N, mps)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: no CUDA GPU here (torch.cuda.is_available() is False)")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise argparse.ArgumentTypeError(f"{text}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: no Apple GPU (MPS) here")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise argparse.ArgumentTypeError(f"{text}: aiayn runs on cpu, cuda or mps, not {device.type}")
+    return text
+
+
+def add_device_option(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    """`--device`, checked as it is parsed (`device_name`); None: a GPU if there is one."""
+    where = f"default {default}" if default else "default: a GPU if there is one"
+    p.add_argument("--device", type=device_name, default=default, help=f"cpu, cuda, cuda:1 ... ({where})")
+
+
 def add_set_option(p: argparse.ArgumentParser, help: str) -> None:
     """`--set KEY=VALUE` (repeatable) into `args.overrides`, for `overrides.apply_overrides`."""
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
@@ -78,7 +103,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--minutes", type=float, help="wall-clock budget of this invocation")
     p.add_argument("--seed", type=int, help="random seed (weights, dropout, batch order)")
     p.add_argument("--init-from", metavar="MODEL_DIR", help="start from this model directory's weights")
-    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: a GPU if there is one)")
+    add_device_option(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=_run_train)
 
@@ -151,7 +176,7 @@ def _add_search_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-tokens", type=int, default=d.batch_tokens, help="source tokens per batch (padding counted)"
     )
-    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: a GPU if there is one)")
+    add_device_option(p)
     p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
 
 
@@ -181,8 +206,8 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
         metavar="MODEL_DIR",
         help="a model directory; several: an ensemble (one vocabulary)",
     )
-    p.add_argument("-i", "--input", metavar="F", help="input file (default: stdin)")
-    p.add_argument("-o", "--output", metavar="F", help="output file (default: stdout)")
+    p.add_argument("-i", "--input", metavar="F", help="input file (default or '-': stdin)")
+    p.add_argument("-o", "--output", metavar="F", help="output file (default or '-': stdout)")
     p.add_argument("--nbest", type=int, default=1, help="hypotheses per line (TSV output when > 1)")
     _add_search_options(p)
     g = p.add_argument_group("decoding controls")
@@ -222,15 +247,19 @@ def _controls(args: argparse.Namespace) -> dict:
 
 def _run_translate(args: argparse.Namespace) -> None:
     import contextlib
-    from pathlib import Path
 
     from aiayn.decode.stream import read_document, translate_stream
     from aiayn.decode.translator import Translator
+    from aiayn.safe_io import input_file, output_file
 
     options = _decode_config(args, args.nbest)
+    args.input = None if args.input == "-" else args.input
+    if args.input:
+        input_file(args.input, "--input", stream=True)
+    args.output = None if args.output == "-" else args.output
+    if args.output:
+        output_file(args.output, "--output", (args.input, args.prefix_file, args.constraints_file))
     controls = _controls(args)
-    if args.input and not Path(args.input).is_file():
-        raise AiaynError(f"{args.input}: no such file")
     dirs = args.model_dirs[0] if len(args.model_dirs) == 1 else args.model_dirs
     translator = Translator.load(dirs, args.device, int8=args.int8)
     with contextlib.ExitStack() as stack:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from aiayn.cli import add_device_option
 from aiayn.config import DecodeConfig
+from aiayn.errors import AiaynError
 
 
 def _port(text: str) -> int:
@@ -48,7 +50,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         "--batch-work", type=int, default=16_384, help="the same per model call: larger requests take turns"
     )
     p.add_argument("--max-queue", type=int, default=1024, help="most texts waiting for the model (else 503)")
-    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: a GPU if there is one)")
+    add_device_option(p)
     p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
     p.set_defaults(handler=_run_serve)
 
@@ -78,14 +80,17 @@ def add_attention(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--alpha", type=float, default=DecodeConfig.alpha, help="length penalty exponent (paper: 0.6)"
     )
-    p.add_argument("--device", help="cpu, cuda, ... (default: a GPU if there is one)")
+    add_device_option(p)
     p.set_defaults(handler=_run_attention)
 
 
 def _run_attention(args: argparse.Namespace) -> None:
     from aiayn.decode.translator import Translator
-    from aiayn.viz import save_attention_png
+    from aiayn.viz import png_path, save_attention_png
 
+    png_path(args.out)  # before the model loads: a bad --out fails fast
+    if not args.text.strip():
+        raise AiaynError("TEXT is empty: give the sentence to translate")
     translator = Translator.load(args.model_dir, args.device)
     attn = translator.attention(args.text, beam_size=args.beam, alpha=args.alpha)
     out = save_attention_png(attn, args.out, args.kind, args.layer, args.head)

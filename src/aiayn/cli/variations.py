@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.cli import add_set_option
+from aiayn.cli import add_device_option, add_set_option
 
 
 def add_variations(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +34,7 @@ def add_variations(sub: argparse._SubParsersAction) -> None:
     budget.add_argument("--steps", type=int, metavar="N", help="updates per row")
     budget.add_argument("--minutes", type=float, metavar="M", help="minutes of training per row")
     add_set_option(p, "a model, training or decoding setting of the reference, e.g. --set max_tokens=2000")
-    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: a GPU if there is one)")
+    add_device_option(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(handler=_run_variations)
 
@@ -43,6 +43,7 @@ def _run_variations(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from aiayn.variations import Budget, run_variations
+    from aiayn.variations.table import OUTPUT_FILES
 
     budget = Budget(steps=args.steps, minutes=args.minutes)
     run_variations(
@@ -57,5 +58,5 @@ def _run_variations(args: argparse.Namespace) -> None:
     )
     out = Path(args.out)
     print((out / "table.md").read_text(encoding="utf-8"))
-    for name in ("table.md", "table.csv", "bleu_vs_params.png"):
+    for name in OUTPUT_FILES:
         print(f"wrote {out / name}")

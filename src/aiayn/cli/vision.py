@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.cli import add_set_option
+from aiayn.cli import add_device_option, add_set_option
 from aiayn.errors import AiaynError
 
 
@@ -22,7 +22,7 @@ def add_vision_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", metavar="DIR", help="Fashion-MNIST's IDX files (default: Debian's)")
     p.add_argument("--seed", type=int, help="random seed (weights, batch order, augmentation)")
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1 ...")
+    add_device_option(p, default="cpu")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=_run_vision_train)
 
@@ -67,7 +67,9 @@ def add_vision_attention(sub: argparse._SubParsersAction) -> None:
 
 def _run_vision_attention(args: argparse.Namespace) -> None:
     from aiayn.vision.plots import plot_attention
+    from aiayn.viz import png_path
 
+    png_path(args.out)
     if args.layer is not None and args.layer < 1:
         raise AiaynError(f"--layer counts from 1, got {args.layer}")
     layer = -1 if args.layer is None else args.layer - 1

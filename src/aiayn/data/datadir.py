@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiayn.errors import AiaynError
+from aiayn.safe_io import plain_name
 
 if TYPE_CHECKING:
     from aiayn.data.dataset import TokenDataset
@@ -91,8 +92,9 @@ class DataDir:
         return Tokenizer.load(self.spm_path)
 
     def raw(self, split: str, suffix: str) -> Path:
-        """raw/{split}.{suffix}: the text of a split (suffix src, tgt, or tree for parse data)."""
-        return self.path / RAW_DIR / f"{split}.{suffix}"
+        """raw/{split}.{suffix}: the text of a split (suffix src, tgt, or tree for parse data); the
+        split is a plain name (valid, test), so that no path leads out of the data directory."""
+        return self.path / RAW_DIR / f"{plain_name(split, 'split')}.{suffix}"
 
     def tokens(self, split: str) -> TokenDataset:
         """The memory-mapped token shards of a split."""

@@ -61,6 +61,21 @@ class ShardWriter:
         return len(offsets["src"]) - 1
 
 
+def _read_index(path: Path) -> tuple[list[np.ndarray], np.dtype]:
+    """{split}.index.npz -> ([src offsets, tgt offsets], token dtype); a damaged file (truncated, empty,
+    not an index) is a one-line AiaynError. Never unpickles (np.load's allow_pickle stays False)."""
+    try:
+        with np.load(path) as index:
+            offsets = [np.asarray(index["src"], dtype=np.int64), np.asarray(index["tgt"], dtype=np.int64)]
+            dtype = np.dtype(str(index["dtype"]))
+    except Exception as err:  # noqa: BLE001 - whatever numpy or zipfile finds wrong: a damaged file
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise AiaynError(f"{path}: damaged index ({reason}); prepare the data again with --force") from None
+    if min(len(offsets[0]), len(offsets[1])) == 0 or offsets[0][0] != 0 or offsets[1][0] != 0:
+        raise AiaynError(f"{path}: damaged index (offsets do not start at 0); prepare again with --force")
+    return offsets, dtype
+
+
 class TokenDataset:
     """One split of a data directory: `ds[i]` -> (src_ids, tgt_ids), each ending with EOS.
 
@@ -71,9 +86,7 @@ class TokenDataset:
         src_path, tgt_path, index_path = _paths(Path(data_dir), split)
         if not index_path.is_file():
             raise AiaynError(f"{index_path}: no '{split}' split in {data_dir} (run `aiayn prepare` first)")
-        with np.load(index_path) as index:
-            self._offsets = [index["src"], index["tgt"]]
-            dtype = np.dtype(str(index["dtype"]))
+        self._offsets, dtype = _read_index(index_path)
         self._tokens = [self._memmap(path, dtype) for path in (src_path, tgt_path)]
         self.src_lengths = np.diff(self._offsets[0])  # (n,) int64
         self.tgt_lengths = np.diff(self._offsets[1])  # (n,) int64

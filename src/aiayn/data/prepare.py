@@ -133,9 +133,29 @@ def _language(path: str | Path | None, default: str) -> str:
     return suffix if _LANGUAGE_SUFFIX.match(suffix) else default
 
 
+# What `prepare` writes (DataDir's files): only these are replaced by --force
+_OWN_FILES = re.compile(
+    r"meta\.json|spm\.model|spm\.vocab|\w+\.(src|tgt)\.bin|\w+\.index\.npz|raw/\w+\.(src|tgt|tree)"
+)
+
+
+def _foreign_file(out: Path) -> Path | None:
+    """The first file under `out` that `prepare` did not write, if any (--force would delete it)."""
+    for path in sorted(out.rglob("*")):
+        if not (path.is_dir() or _OWN_FILES.fullmatch(path.relative_to(out).as_posix())):
+            return path
+    return None
+
+
 def _check_out(out: Path, force: bool) -> bool:
-    """True if `out` is already prepared and should be left alone; errors if it is someone else's."""
+    """True if `out` is already prepared and should be left alone; errors if it is someone else's,
+    or if --force would delete files that `prepare` did not write there."""
     if DataDir(out).prepared:
+        foreign = _foreign_file(out) if force else None
+        if foreign is not None:
+            raise AiaynError(
+                f"--force would delete {foreign}, which prepare did not write; move it, or another --out"
+            )
         return not force
     if not vacant(out):
         raise AiaynError(f"{out} exists and is not a data directory (no meta.json); choose another --out")
@@ -174,12 +194,26 @@ def prepare(
     corpus, inputs = (corpus, None) if isinstance(corpus, str) else (None, corpus.inputs())
     if corpus:
         get_corpus(corpus)  # an unknown name fails before anything is written
+    if not force and DataDir(out).prepared:
+        _check_same_corpus(out, corpus, inputs)
     with building(out, force, progress) as work:
         if work is not None:
             meta = _describe(corpus, inputs, src_lang, tgt_lang, seed)
             meta.update(_build(work, corpus, inputs, vocabulary, filters, seed, skip_bad_lines, progress))
             DataDir(work).write_meta(meta)
     return out
+
+
+def _check_same_corpus(out: Path, corpus: str | None, inputs) -> None:
+    """A prepared `out` is reused as it is only for the corpus (or files) it was prepared from."""
+    meta = DataDir(out).meta
+    files = None if inputs is None else {k: {n: str(f) for n, f in v.items()} for k, v in inputs.items() if v}
+    if (meta.get("corpus"), meta.get("inputs")) != (corpus or "user", files):
+        was = meta.get("corpus") if meta.get("inputs") is None else f"files {meta['inputs']}"
+        raise AiaynError(
+            f"{out} is already prepared from another corpus ({was}); pass --force to prepare it again "
+            "from this one, or choose another --out"
+        )
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from aiayn.config import DecodeConfig
 from aiayn.decode.align import pharaoh
 from aiayn.decode.translator import Translation, Translator
 from aiayn.errors import AiaynError
-from aiayn.safe_io import capped_lines
+from aiayn.safe_io import capped_lines, input_file
 
 _END = object()
 
@@ -98,11 +98,8 @@ def format_nbest(first_line: int, results: list[list[Translation]]) -> str:
 
 def read_lines(path: str) -> list[str]:
     """A whole UTF-8 text file as lines (a prefix or constraints file); one-line errors."""
-    try:
-        with open(path, "rb") as f:
-            return [line for chunk in read_chunks(f, path) for line in chunk]
-    except FileNotFoundError:
-        raise AiaynError(f"{path}: no such file") from None
+    with open(input_file(path, stream=True), "rb") as f:
+        return [line for chunk in read_chunks(f, path) for line in chunk]
 
 
 def read_document(lines: BinaryIO, name: str) -> str:
@@ -161,4 +158,7 @@ def translate_stream(
             out.write("".join(_line(hyps[0]) + "\n" for hyps in results))
         out.flush()
         done += len(chunk)
+    for values, what in ((prefix, "the prefix file"), (constraints, "the constraints file")):
+        if values is not None and len(values) > done:
+            raise AiaynError(f"{what} has {len(values)} lines; {name} has {done}: they must match")
     return done

@@ -274,17 +274,18 @@ class Translator:
             h[0] if len(h) == 1 else [_joined([p[0] for p in h])] if h else [Hypothesis([], 0.0, 0.0)]
             for h in hyps
         ]
-        out = self._texts(per_text, units, hyps, align or replace_unk, replace_unk, texts, align_layer)
+        out = self._texts(per_text, units, hyps, align, replace_unk, texts, align_layer)
         if options.n_best == 1 and not return_scores:
             return [t[0].text for t in out]
         return out
 
     def _texts(self, per_text, units, hyps, align, replace_unk, texts, layer) -> list[list[Translation]]:
-        """Translations with their text (and, with `align`, their word alignment)."""
+        """Translations with their text (and, with `align`, their word alignment; `replace_unk`
+        aligns too, to find each <unk>'s source word, but keeps the alignment only with `align`)."""
         flat = [h for hs in per_text for h in hs]
         decoded = iter(self.tokenizer.decode([h.tokens for h in flat]) if flat else [])
         out = [[Translation(next(decoded), h.score, h.log_prob, h.tokens) for h in hs] for hs in per_text]
-        if not align:
+        if not (align or replace_unk):
             return out
         layer = alignment.default_layer(self.config.n_layers) if layer is None else layer
         for i, translations in enumerate(out):
@@ -296,6 +297,7 @@ class Translator:
                 t.alignment = self._word_pairs(parts, layer)
                 if replace_unk:
                     t.text = self._replace_unknown(t, texts[i])
+                t.alignment = t.alignment if align else None
         return out
 
     def _word_pairs(self, parts: list[tuple[list[int], list[int]]], layer: int) -> list[tuple[int, int]]:

@@ -51,7 +51,9 @@ def read_config_json(model_dir: str | Path) -> tuple[Path, dict[str, Any]]:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise AiaynError(f"{path}:{err.lineno}: invalid JSON: {err.msg}") from None
-    version = data.get("format_version") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise AiaynError(f"{path}: expected a JSON object of settings, found {type(data).__name__}")
+    version = data.get("format_version")
     if version != FORMAT_VERSION:
         raise AiaynError(f"{path}: format_version {version!r} is not supported (expected {FORMAT_VERSION})")
     return path, data
@@ -63,9 +65,11 @@ def read_config(model_dir: str | Path) -> tuple[ModelConfig, dict[str, Any]]:
     The config is checked against model.safetensors' header (`check_fits`) before anyone builds it.
     """
     path, data = read_config_json(model_dir)
+    if "model" not in data:
+        raise AiaynError(f'{path}: no "model" settings')
     try:
         config = ModelConfig.from_dict(data["model"])
-    except (KeyError, ConfigError, TypeError) as err:
+    except (ConfigError, TypeError) as err:
         raise AiaynError(f"{path}: invalid model config: {err}") from None
     weights = Path(model_dir) / WEIGHTS_FILE
     if not weights.is_file():

@@ -95,7 +95,9 @@ def select_rows(spec: str | None) -> list[PaperRow]:
     Items are group letters (A-E), `big`, `base` or single row names (`C-N2`); base, the reference
     every row is compared with, is always included.
     """
-    items = [item.strip() for item in (spec or ",".join(GROUPS)).split(",") if item.strip()]
+    items = [item.strip() for item in (",".join(GROUPS) if spec is None else spec).split(",") if item.strip()]
+    if not items:
+        raise AiaynError(f"--rows {spec!r} names no row; give groups A, B, C, D, E, big or row names")
     by_name = {row.name.lower(): row for row in PAPER_ROWS}
     wanted = {"base"}
     for item in items:

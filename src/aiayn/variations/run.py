@@ -32,6 +32,7 @@ from aiayn.config import ModelConfig, RunConfig
 from aiayn.data.datadir import DataDir
 from aiayn.errors import AiaynError
 from aiayn.overrides import apply_overrides
+from aiayn.safe_io import output_dir
 from aiayn.variations.rows import PaperRow, row_config, select_rows, settings
 
 RESULT_FILE, TIME_FILE = "result.json", "train_time.json"
@@ -48,8 +49,9 @@ class Budget:
     def __post_init__(self) -> None:
         if (self.steps is None) == (self.minutes is None):
             raise AiaynError("give the budget per row: --steps N or --minutes M (one of them)")
-        if (self.steps or self.minutes or 0) <= 0:
-            raise AiaynError(f"the budget must be positive, got {self.steps or self.minutes}")
+        value = self.steps if self.steps is not None else self.minutes
+        if not 0 < value < float("inf"):
+            raise AiaynError(f"the budget must be a positive finite number, got {value}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"steps": self.steps} if self.steps is not None else {"minutes": self.minutes}
@@ -220,6 +222,20 @@ def _describe(config: RunConfig) -> str:
     return text + (", learned positions" if config.model.positions == "learned" else "")
 
 
+def _check_out(out: Path) -> None:
+    """Make OUT, unless it is a file or holds a table.md, table.csv or bleu_vs_params.png that no
+    earlier run wrote (a run's OUT has base/, the reference row it trains first): those are replaced."""
+    from aiayn.variations.table import OUTPUT_FILES
+
+    output_dir(out, "--out")
+    if not (out / "base").is_dir():
+        for name in OUTPUT_FILES:
+            if (out / name).exists():
+                raise AiaynError(
+                    f"{out / name} is not from `aiayn variations` (no base/ beside it); choose another --out"
+                )
+
+
 def run_variations(
     data_dir: str | Path,
     out: str | Path,
@@ -243,7 +259,7 @@ def run_variations(
     reference = reference_config(preset, overrides)
     selected = [(row, row_config(row, reference)) for row in select_rows(rows)]  # bad rows fail now
     dev = torch.device(device) if device else pick_device()
-    out.mkdir(parents=True, exist_ok=True)
+    _check_out(out)
     results = []
     for i, (row, config) in enumerate(selected, start=1):
         row_dir = out / row.name

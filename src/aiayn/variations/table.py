@@ -104,10 +104,14 @@ def plot_bleu_vs_params(results: list[dict[str, Any]], out: Path) -> Path:
     return out
 
 
+OUTPUT_FILES = ("table.md", "table.csv", "bleu_vs_params.png")
+
+
 def write_outputs(out: Path, results: list[dict[str, Any]], preset: str, budget: Any) -> list[Path]:
-    """OUT/table.md, OUT/table.csv and OUT/bleu_vs_params.png of the rows measured so far."""
+    """OUT/table.md, OUT/table.csv and OUT/bleu_vs_params.png (OUTPUT_FILES) of the rows measured so far."""
+    md, csv_file, png = (out / name for name in OUTPUT_FILES)
     return [
-        _write(out / "table.md", to_markdown(results, preset, budget)),
-        _write(out / "table.csv", to_csv(results)),
-        plot_bleu_vs_params(results, out / "bleu_vs_params.png"),
+        _write(md, to_markdown(results, preset, budget)),
+        _write(csv_file, to_csv(results)),
+        plot_bleu_vs_params(results, png),
     ]
