@@ -48,7 +48,7 @@ def score_texts(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
 
 def read_lines(path: str | Path) -> list[str]:
     """The lines of a UTF-8 text file, without line ends; a clear error for a missing or bad file."""
-    path = input_file(path)
+    path = input_file(path, stream=True)  # read once: a pipe (-i /dev/stdin) will do
     lines = []
     with path.open("rb") as f:
         for number, raw in enumerate(capped_lines(f, str(path)), start=1):

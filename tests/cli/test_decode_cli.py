@@ -212,3 +212,11 @@ def test_a_device_torch_or_this_machine_lacks_is_a_one_line_error(toy_model_dir,
     err = capsys.readouterr().err.splitlines()[-1]
     assert exit_.value.code == 2 and err.startswith("aiayn translate: error: argument --device: ")
     assert message in err
+
+
+def test_an_unknown_option_gets_the_subcommands_usage(toy_model_dir, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["translate", str(toy_model_dir), "--bogus"])
+    err = capsys.readouterr().err.splitlines()
+    assert exit_.value.code == 2 and err[0].startswith("usage: aiayn translate ")
+    assert err[-1] == "aiayn translate: error: unrecognized arguments: --bogus"

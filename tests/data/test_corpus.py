@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from aiayn.data.corpus import (
@@ -104,3 +106,15 @@ def test_a_file_without_newlines_is_refused_at_its_first_line(tmp_path, content,
     text = ParallelText.open(src, tgt, skip_bad_lines=True)
     with pytest.raises(AiaynError, match=rf"^{src}:2: a line of more than 1,048,576 bytes; .*{hint}"):
         list(text)
+
+
+def test_a_directory_or_a_pipe_as_a_corpus_file_is_a_one_line_error(tmp_path):
+    """A corpus file is counted, then read: a directory or a pipe (read once) is refused by name."""
+    from aiayn.data.corpus import CorpusError, count_lines
+
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(CorpusError, match=r"adir: is a directory, not a file$"):
+        count_lines(tmp_path / "adir")
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(CorpusError, match=r"fifo: not a regular file \(it is read twice\)"):
+        count_lines(tmp_path / "fifo")

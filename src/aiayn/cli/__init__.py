@@ -375,12 +375,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS + _extra_commands():
         add(sub)
+    parser.set_defaults(subcommands=sub.choices)  # main: a subcommand's own error for unknown options
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """The command line on `argv` (default: this process's arguments), in this process."""
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # the subcommand's usage line, not the top-level one
+        args.subcommands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.handler(args) or 0)
     except AiaynError as err:

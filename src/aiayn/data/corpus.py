@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from aiayn.errors import AiaynError
-from aiayn.safe_io import capped_lines
+from aiayn.safe_io import capped_lines, input_file
 
 HELD_OUT_MAX = 1000  # sentences in each of valid and test when they are split off the corpus
 HELD_OUT_FRACTION = 50  # ... and at most 1/50 of the corpus each
@@ -30,9 +30,11 @@ class CorpusError(AiaynError):
 
 
 def _check_file(path: Path) -> Path:
-    if not path.is_file():
-        raise CorpusError(f"{path}: no such file")
-    return path
+    """`path` if it is a regular file (read twice: counted, then read), else a one-line CorpusError."""
+    try:
+        return input_file(path)
+    except AiaynError as err:
+        raise CorpusError(str(err)) from None
 
 
 def count_lines(path: Path) -> int:
