@@ -64,6 +64,8 @@ def test_invalid_configs_say_what_is_wrong(kwargs, message):
         ({"clip_norm": -1.0}, "clip_norm must be a finite number > 0, or null, got -1.0"),
         ({"minutes": float("nan")}, "minutes must be a finite number >= 0, or null, got nan"),
         ({"save_minutes": float("inf")}, "save_minutes must be a finite number >= 0, or null, got inf"),
+        ({"seed": -1}, r"seed must be an integer from 0 to 2\*\*63 - 1, got -1"),
+        ({"seed": 2**63}, r"seed must be an integer from 0 to 2\*\*63 - 1, got 9223372036854775808"),
     ],
 )
 def test_invalid_training_settings_say_which(kwargs, message):
@@ -128,6 +130,11 @@ def test_overrides_find_their_config_and_parse_types():
         apply_overrides([ModelConfig()], ["d_model=big"])
     with pytest.raises(ConfigError, match="not divisible"):
         apply_overrides([ModelConfig()], ["n_heads=7"])
+    for setting in ("warmup_steps=null", "d_model=none", "seed=null"):  # null only where a field takes it
+        with pytest.raises(
+            ConfigError, match=rf"^--set {setting.split('=')[0]}: null is not a value of this"
+        ):
+            apply_overrides([ModelConfig(), TrainConfig()], [setting])
 
 
 def test_head_sizes_are_d_model_over_h_unless_both_are_set():

@@ -72,7 +72,8 @@ def test_evaluate_model_writes_what_the_translator_returns(tmp_path):
     assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [lines[12:22]]).score, abs=1e-3)
     assert json.loads((tmp_path / "eval" / "scores.json").read_text())["split"] == "valid"
     with pytest.raises(AiaynError, match="test.src: no such file"):
-        evaluate_model(model, data, "test")
+        evaluate_model(model, data, "test", out_dir=tmp_path / "never")
+    assert not (tmp_path / "never").exists()  # a missing split leaves no --out directory behind
 
 
 def test_an_over_long_source_is_translated_in_parts_with_a_warning_naming_its_line(tmp_path):

@@ -48,3 +48,11 @@ def test_quickstart_writes_every_artefact_and_reuses_them(tmp_path, capsys):
     assert main(args) == 0
     again = capsys.readouterr()
     assert "reusing the finished model" in again.out and "already prepared" in again.out + again.err
+
+    # another seed or budget asks for another model: refused in one line, the model kept
+    before = (out / "model" / "model.safetensors").read_bytes()
+    assert main([*args, "--seed", "2"]) == 2
+    assert "was trained with --seed 1, not --seed 2; use another --out" in capsys.readouterr().err
+    assert main(["quickstart", "--steps", "60", "--out", str(out)]) == 2
+    assert "was trained with --steps 30, not --steps 60" in capsys.readouterr().err
+    assert (out / "model" / "model.safetensors").read_bytes() == before

@@ -57,6 +57,15 @@ def check_number(name: str, value: float | None, *, zero: bool = False, null: bo
         raise ConfigError(f"{name} must be a finite number {bound}{', or null' if null else ''}, got {value}")
 
 
+SEED_LIMIT = 2**63  # numpy's generators take seeds >= 0; torch.manual_seed takes 64 bits
+
+
+def check_seed(name: str, value: int) -> None:
+    """A ConfigError unless `value` is a seed every generator aiayn seeds (numpy, torch) takes."""
+    if not 0 <= value < SEED_LIMIT:
+        raise ConfigError(f"{name} must be an integer from 0 to 2**63 - 1, got {value}")
+
+
 _PLAIN = {int: "an integer", float: "a number", str: "a string", bool: "true or false", type(None): "null"}
 
 
@@ -309,6 +318,7 @@ class TrainConfig(Serializable):
     def __post_init__(self) -> None:
         check_choice("precision", self.precision, ("auto", "fp32", "bf16", "fp16"))
         check_choice("cpu_matmul", self.cpu_matmul, ("auto", "onednn", "mkl"))
+        check_seed("seed", self.seed)
         if self.warmup_steps <= 0:
             raise ConfigError(f"warmup_steps must be positive, got {self.warmup_steps}")
         for name in ("max_tokens", "update_tokens", "log_every", "keep_last", "max_nonfinite", "eval_every"):
@@ -379,6 +389,7 @@ class SamplingConfig(Serializable):
 
     def __post_init__(self) -> None:
         check_number("temperature", self.temperature)
+        check_seed("seed", self.seed)
         if self.top_k < 0:
             raise ConfigError(f"top_k must be 0 (all tokens) or more, got {self.top_k}")
         if not 0 < self.top_p <= 1:

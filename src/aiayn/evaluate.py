@@ -119,8 +119,8 @@ def evaluate_model(
         raise AiaynError(f"limit must be a positive number of sentences, got {limit}")
     data = DataDir(data_dir)
     src_path, ref_path = data.raw(split, "src"), data.raw(split, "tgt")
-    out = None if out_dir is None else output_dir(out_dir, "--out")  # before the work, not after it
     sources, references = read_lines(src_path)[:limit], read_lines(ref_path)[:limit]
+    out = None if out_dir is None else output_dir(out_dir, "--out")  # after the inputs, before the work
     if len(sources) != len(references):
         raise AiaynError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
     translator = _translator(model, data, device, int8)

@@ -11,8 +11,13 @@ from aiayn.config import ConfigError
 
 def _parse_value(raw: str, annotation: Any) -> Any:
     """Parse a command-line string into the type a dataclass field is annotated with."""
+    nullable = type(None) in typing.get_args(annotation)
     if raw.lower() in ("none", "null"):
-        return None
+        if nullable:
+            return None
+        raise ConfigError(
+            f"null is not a value of this setting (it takes {getattr(annotation, '__name__', annotation)})"
+        )
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     base = args[0] if args else annotation
     if base is bool:

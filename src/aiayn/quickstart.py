@@ -13,6 +13,7 @@ from pathlib import Path
 from aiayn.config import DecodeConfig, ModelConfig, RunConfig, TrainConfig
 from aiayn.data.datadir import DataDir
 from aiayn.errors import AiaynError
+from aiayn.safe_io import output_dir
 
 # The recipe for a ~29k-pair corpus on a 2-core CPU, tuned on the dev books (see README).
 QUICKSTART_STEPS = 1000  # updates of ~4,096 target tokens: the same model on every CPU, only the time differs
@@ -55,6 +56,24 @@ def _budget(steps: int | None, minutes: float | None) -> str:
     return " or ".join(parts)
 
 
+RECIPE_FLAGS = {"seed": "--seed", "max_steps": "--steps", "minutes": "--minutes"}
+
+
+def _check_same_recipe(out: Path, config: RunConfig) -> None:
+    """A finished model is reused only for the run it came from: another seed or budget asks for
+    another model, which is refused in one line rather than answered with the old one."""
+    from aiayn.train.checkpoint import RUN_CONFIG
+
+    saved = RunConfig.from_yaml(out / RUN_CONFIG).train
+    changed = [k for k in RECIPE_FLAGS if getattr(saved, k) != getattr(config.train, k)]
+    if changed:
+        was = ", ".join(f"{RECIPE_FLAGS[k]} {getattr(saved, k)}" for k in changed)
+        asked = ", ".join(f"{RECIPE_FLAGS[k]} {getattr(config.train, k)}" for k in changed)
+        raise AiaynError(
+            f"{out / 'model'} was trained with {was}, not {asked}; use another --out for another model"
+        )
+
+
 def _train_and_average(data_dir: Path, out: Path, config: RunConfig) -> Path:
     """Train (resuming if checkpoints exist) unless a finished model is there; return the model dir."""
     from aiayn.train import eta
@@ -63,6 +82,7 @@ def _train_and_average(data_dir: Path, out: Path, config: RunConfig) -> Path:
 
     model_dir, done = out / "model", out / "model" / "config.json"
     if done.is_file():
+        _check_same_recipe(out, config)
         _say(f"== training: reusing the finished model in {model_dir}")
         return model_dir
     steps, minutes = config.train.max_steps, config.train.minutes
@@ -121,8 +141,7 @@ def quickstart(
 
     if not steps and not minutes:
         raise AiaynError("quickstart needs a budget: a number of steps, minutes, or both")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(out, "--out")
     _say(f"== preparing {corpus} in {out / 'data'}")
     data = DataDir(prepare(out / "data", corpus))
     _say(f"   pairs: {data.meta['pairs']}")

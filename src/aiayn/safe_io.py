@@ -17,6 +17,7 @@ so that a binary or a CR-only file, which has no "\\n", is refused instead of re
 from __future__ import annotations
 
 import glob
+import json
 import os
 import secrets
 import shutil
@@ -191,6 +192,23 @@ def input_file(path: str | Path, what: str = "", stream: bool = False) -> Path:
     return path
 
 
+def read_json_object(path: str | Path) -> dict:
+    """The JSON object in file `path` (config.json and the like); a one-line AiaynError naming the
+    file when it cannot be read, is not UTF-8, is not JSON (with its line) or holds no object."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise AiaynError(f"{path}:{err.lineno}: invalid JSON: {err.msg}") from None
+    except UnicodeDecodeError:
+        raise AiaynError(f"{path}: not UTF-8 text, so not a JSON file") from None
+    except OSError as err:
+        raise AiaynError(f"{path}: cannot read it: {err.strerror}") from None
+    if not isinstance(data, dict):
+        raise AiaynError(f"{path}: expected a JSON object of settings, found {type(data).__name__}")
+    return data
+
+
 def output_file(path: str | Path, what: str, inputs: tuple[str | Path | None, ...] = ()) -> Path:
     """`path` if a file may be written there, else a one-line AiaynError: a directory, a missing
     parent directory, or one of the command's `inputs` (which writing would empty before it is read)."""
@@ -214,6 +232,16 @@ def output_dir(path: str | Path, what: str) -> Path:
         raise AiaynError(f"{what} {path}: a file is there, not a directory") from None
     except OSError as err:
         raise AiaynError(f"{what} {path}: cannot make the directory: {err.strerror}") from None
+    return path
+
+
+def check_dir_path(path: str | Path, what: str) -> Path:
+    """`path` if a directory is there or can be made there (nothing is made), else the one-line
+    AiaynError of `output_dir`: a file at `path`, or a file where one of its parents should be."""
+    path = Path(path)
+    existing = next((p for p in (path, *path.absolute().parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise AiaynError(f"{what} {path}: a file is there, not a directory")
     return path
 
 

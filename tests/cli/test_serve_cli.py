@@ -26,7 +26,10 @@ def test_port_in_use(toy_model_dir, capsys):
     [
         (["--max-batch", "0"], "max_batch must be positive, got 0"),
         (["--timeout", "-1"], "timeout must be positive, got -1.0"),
-        (["--batch-wait-ms", "-5"], "batch_wait_ms must be >= 0, got -5.0"),
+        (["--batch-wait-ms", "-5"], "batch_wait_ms must be >= 0 and under the timeout (30 s), got -5.0"),
+        (["--batch-wait-ms", "inf"], "batch_wait_ms must be >= 0 and under the timeout (30 s), got inf"),
+        (["--timeout", "nan"], "timeout must be a finite number of seconds, got nan"),
+        (["--max-work", "10"], "max_work must be at least 208 (one one-word text at beam 4), got 10"),
     ],
 )
 def test_bad_settings(tmp_path, capsys, flags, message):
@@ -41,6 +44,13 @@ def test_a_port_out_of_range_is_a_one_line_error(tmp_path, capsys, port):
     err = capsys.readouterr().err.splitlines()[-1]
     assert exit_.value.code == 2
     assert err == f"aiayn serve: error: argument --port: {port!r} is not a port number (0-65535)"
+
+
+def test_an_address_that_cannot_be_encoded_is_a_one_line_error(tmp_path, capsys):
+    """A host name IDNA refuses (an empty label) is said before the model loads, as a port in use."""
+    assert main(["serve", str(tmp_path / "nothing"), "--host", "a..b", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("aiayn serve: error: cannot listen on a..b:0: ") and err.count("\n") == 1
 
 
 def test_not_a_model_dir(tmp_path, capsys):

@@ -66,6 +66,9 @@ def test_end_to_end_prepare_train_average_load_plot(tmp_path, capsys):
     assert main(args) == 0
     assert "stopped at step 40 (max_steps)" in capsys.readouterr().out
     assert main(["average", str(run), "--last", "3"]) == 0
+    assert "the mean of 3 checkpoint(s), step_000020 to step_000040\n" in capsys.readouterr().out
+    assert main(["average", str(run), "--last", "50", "--out", str(tmp_path / "all")]) == 0
+    assert "(the run has only 4, not --last 50)" in capsys.readouterr().out
     model, info = load_model_dir(run / "model")
     assert info["averaged"] == ["step_000020", "step_000030", "step_000040"]
     assert (info["src_lang"], info["tgt_lang"]) == ("es", "en")

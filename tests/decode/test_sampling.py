@@ -135,6 +135,7 @@ def test_filtering_keeps_the_smallest_nucleus():
         ({"top_k": -1}, "top_k"),
         ({"top_p": 0.0}, "top_p"),
         ({"top_p": 1.2}, "top_p"),
+        ({"seed": -1}, "seed must be an integer from 0"),
     ],
 )
 def test_bad_sampling_settings_are_refused(changes, message):

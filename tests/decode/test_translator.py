@@ -111,6 +111,13 @@ def test_attention_of_a_translation(translator):
     assert torch.all(maps["decoder"][0].triu(1) == 0)  # causal
 
 
+def test_attention_is_for_one_non_empty_sentence(translator):
+    with pytest.raises(AiaynError, match="^attention maps need a non-empty text$"):
+        translator.attention("  ")
+    with pytest.raises(AiaynError, match="^attention maps are drawn for one sentence of at most 1024 tokens"):
+        translator.attention("el perro come. " * 400)
+
+
 def test_token_batches_pack_by_padded_size():
     lengths = [5, 1, 9, 3, 3, 7, 2]
     batches = token_batches(lengths, batch_tokens=12)

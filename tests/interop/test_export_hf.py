@@ -5,6 +5,7 @@ included, through the model-dimension permutation), renumbered to OPUS-MT's voca
 from __future__ import annotations
 
 import json
+import re
 from contextlib import nullcontext
 
 import pytest
@@ -182,17 +183,46 @@ def test_file_names_in_config_json_stay_inside_the_model_directory(tmp_path, spm
     assert not (tmp_path / "hf").exists()  # built aside: a refused export writes nothing
 
 
-def test_a_failed_export_leaves_the_previous_export_untouched(tmp_path, spm_model):
+def test_a_failed_export_leaves_the_previous_export_untouched(tmp_path, spm_model, monkeypatch):
     random_model(tmp_path, spm_model)
     export_hf(tmp_path / "model", tmp_path / "hf")
     before = {p.name: p.read_bytes() for p in (tmp_path / "hf").iterdir()}
-    config_path = tmp_path / "model" / "config.json"
-    data = json.loads(config_path.read_text())
-    config_path.write_text(json.dumps(data | {"tokenizer": {"type": "bpe"}}))
-    with pytest.raises(AiaynError, match="tokenizer type 'bpe' cannot be exported"):
+
+    def fail(ids):  # after the weights and config.json are written into the new directory
+        raise AiaynError("disk full")
+
+    monkeypatch.setattr("aiayn.interop.hf_export.generation_config", fail)
+    with pytest.raises(AiaynError, match="disk full"):
         export_hf(tmp_path / "model", tmp_path / "hf")
     assert {p.name: p.read_bytes() for p in (tmp_path / "hf").iterdir()} == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".hf")] == []
+
+
+@pytest.mark.parametrize(
+    "tokenizer, damage, message",
+    [
+        ("bpe", None, r"config.json: unknown tokenizer type 'bpe'"),
+        ("x", None, r"config.json: tokenizer must be an object, got 'x'"),
+        ("marian", None, r"vocab.json: vocabulary file not found"),
+        (None, "garbage", r"spm.model: not a SentencePiece model"),
+    ],
+)
+def test_a_damaged_model_directory_is_one_line_before_any_writing(
+    tmp_path, spm_model, capsys, tokenizer, damage, message
+):
+    random_model(tmp_path, spm_model)
+    config_path = tmp_path / "model" / "config.json"
+    data = json.loads(config_path.read_text())
+    entry = {"bpe": {"type": "bpe"}, "x": "x", None: data["tokenizer"]}.get(tokenizer)
+    if tokenizer == "marian":
+        entry = {"type": "marian", "source": "spm.model", "target": "spm.model", "vocab": "vocab.json"}
+    config_path.write_text(json.dumps(data | {"tokenizer": entry}))
+    if damage:
+        (tmp_path / "model" / "spm.model").write_text(damage)
+    assert main(["export-hf", str(tmp_path / "model"), str(tmp_path / "hf")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(message, err), err
+    assert not (tmp_path / "hf").exists()
 
 
 @pytest.mark.parametrize(

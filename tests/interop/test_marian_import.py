@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -167,3 +168,42 @@ def test_refuses_to_replace_a_directory_that_is_not_a_model_directory(tokenizer_
     with pytest.raises(AiaynError, match="cannot be the Marian directory itself"):
         import_marian(hf_dir, hf_dir)
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+
+
+def test_reimporting_never_deletes_what_the_import_did_not_write(tokenizer_files, tmp_path):
+    """The import replaces its output whole: an `aiayn evaluate` eval/ beside an old model stops it."""
+    hf_dir = make_marian(tmp_path / "hf", tokenizer_files["separate"])
+    out = import_marian(hf_dir, tmp_path / "out")
+    import_marian(make_marian(tmp_path / "hf2", tokenizer_files["shared"]), out)  # its own files: replaced
+    (out / "eval").mkdir()
+    (out / "eval" / "scores.json").write_text("{}")
+    before = {p.name for p in out.iterdir()}
+    with pytest.raises(AiaynError, match=r"out also holds eval, which replacing the model would delete"):
+        import_marian(hf_dir, out)
+    assert {p.name for p in out.iterdir()} == before and (out / "eval" / "scores.json").read_text() == "{}"
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda d: (d / "config.json").write_text("[]"), r"config.json: expected a JSON object of settings"),
+        (lambda d: (d / "config.json").write_bytes(b'{"a": "\xff"}'), r"config.json: not UTF-8 text"),
+        (lambda d: edit_config(d, vocab_size=None), r"vocab_size must be a positive integer, got None"),
+        (
+            lambda d: (d / "tokenizer_config.json").write_text('"x"'),
+            r"tokenizer_config.json: expected a JSON",
+        ),
+        (
+            lambda d: (d / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:5000]),
+            r"model.safetensors: cannot be read as safetensors",
+        ),
+    ],
+)
+def test_a_damaged_marian_directory_is_one_line(tokenizer_files, tmp_path, capsys, damage, message):
+    hf_dir = make_marian(tmp_path / "hf", tokenizer_files["shared"])
+    damage(hf_dir)
+    capsys.readouterr()  # transformers' progress bars while the directory was made
+    assert main(["import-marian", str(hf_dir), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(message, err), err
+    assert not (tmp_path / "out").exists()

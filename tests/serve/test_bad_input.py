@@ -127,6 +127,18 @@ def test_validation_errors_echo_no_input(client):
     assert error["type"] == "json_invalid" and error["msg"] == "JSON decode error: Expecting value"
 
 
+@pytest.mark.parametrize("body", [b"[" * 100_000 + b"]" * 100_000, b'{"text": "caf\xe9"}'])
+def test_a_body_json_cannot_read_is_one_short_error(client, body):
+    """Nested past Python's recursion limit, or not UTF-8: a 422 that says so, not a 400 or a 500."""
+    response = client.post("/v1/translate", content=body, headers={"content-type": "application/json"})
+    error = _one_error(response)
+    assert error == {
+        "type": "json_invalid",
+        "loc": ["body"],
+        "msg": "the body could not be read as JSON (not UTF-8, or nested too deeply)",
+    }
+
+
 @pytest.mark.parametrize(
     "body, detail",
     [

@@ -99,6 +99,15 @@ def test_training_into_the_data_directory_is_refused(tmp_path):
     assert sorted(p.name for p in data.iterdir()) == before
 
 
+@pytest.mark.parametrize("out", ["notes.txt", "notes.txt/run"])
+def test_training_into_a_file_is_refused(tmp_path, out):
+    data = write_data_dir(tmp_path / "data")
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(AiaynError, match=rf"^--out {tmp_path / out}: a file is there, not a directory$"):
+        train(data, tmp_path / out, tiny_config(max_steps=1), progress=False)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
 def test_a_users_aiayn_config_in_the_run_directory_is_trained_and_resolved(tmp_path):
     data = write_data_dir(tmp_path / "data")
     (tmp_path / "run").mkdir()

@@ -109,6 +109,10 @@ def test_sinusoidal_positions_are_fixed_and_not_saved():
         (dict(n_heads=5), "not divisible by n_heads"),
         (dict(n_classes=1), "at least 2"),
         (dict(stem_channels=-1), "stem_channels"),
+        (dict(patch_size=0), "patch_size must be positive, got 0"),
+        (dict(channels=0), "channels must be positive, got 0"),
+        (dict(pixel_std=float("nan")), "pixel_std must be a finite number > 0, got nan"),
+        (dict(pixel_mean=float("inf")), "pixel_mean must be a finite number, got inf"),
     ],
 )
 def test_bad_configs_are_refused(changes, message):

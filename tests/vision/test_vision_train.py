@@ -9,6 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from aiayn.cli import main
+from aiayn.config import ConfigError
 from aiayn.errors import AiaynError
 from aiayn.train import checkpoint, eta
 from aiayn.vision import train as vision_train
@@ -157,6 +158,41 @@ def test_time_budget_stops_the_run_and_still_evaluates(tmp_path, quadrant_splits
     assert result.test_accuracy is not None and checkpoint.list_checkpoints(tmp_path)
 
 
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(minutes=float("nan")), "minutes must be a finite number > 0, or null, got nan"),
+        (dict(minutes=0.0), "minutes must be a finite number > 0, or null, got 0.0"),
+        (dict(lr=float("nan")), "lr must be a finite number > 0, got nan"),
+        (dict(clip_norm=-1.0), "clip_norm must be a finite number > 0, or null, got -1.0"),
+        (dict(weight_decay=-1.0), "weight_decay must be a finite number >= 0, got -1.0"),
+        (dict(adam_beta2=1.0), r"adam_beta2 must be in \[0, 1\), got 1.0"),
+        (dict(crop_pad=-1), "crop_pad must be 0 \\(no crop\\) or more, got -1"),
+        (dict(seed=-1), r"seed must be an integer from 0 to 2\*\*63 - 1, got -1"),
+    ],
+)
+def test_bad_recipes_are_refused(changes, message):
+    with pytest.raises(ConfigError, match=f"^{message}$"):
+        VisionTrainConfig(**changes)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(image_size=16), r"the images are 1 x 8 x 8 but the model takes 1 x 16 x 16"),
+        (dict(channels=3), r"the images are 1 x 8 x 8 but the model takes 3 x 8 x 8"),
+        (dict(n_classes=3), r"the labels go up to 3 but the model has n_classes=3"),
+    ],
+)
+def test_a_model_that_does_not_take_the_images_is_refused_before_training(
+    tmp_path, quadrant_splits, changes, message
+):
+    model = VisionConfig(**{**TINY.to_dict(), **changes})
+    with pytest.raises(ConfigError, match=message):
+        train_vision(tmp_path / "run", quadrant_splits, model, quick_recipe(epochs=1), progress=False)
+    assert not (tmp_path / "run" / "model").exists()
+
+
 def test_warm_up_then_cosine_and_the_papers_schedule():
     t = VisionTrainConfig(lr=1e-3, warmup_steps=100)
     assert vision_lr(50, 0.0, t, 128) == pytest.approx(0.5e-3)
@@ -194,3 +230,7 @@ def test_cli_vision_train_and_vision_attention(tmp_path, capsys, one_thread):
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert main(["vision-attention", str(run / "model"), "--index", "10000", "--out", str(png)]) == 2
     assert "error: --index 10000 is out of range" in capsys.readouterr().err
+    for flag, value in (("--threads", "0"), ("--limit", "-5"), ("--threads", "two")):
+        with pytest.raises(SystemExit):
+            main(["vision-train", "--out", str(run), flag, value])
+        assert "argument " + flag in capsys.readouterr().err

@@ -7,6 +7,7 @@ Errors that a user can fix (`AiaynError`) print one line on stderr and exit with
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from collections.abc import Callable
@@ -35,7 +36,9 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--minutes", type=float, help="wall-clock budget (with --steps: what ends first)")
     p.add_argument("--out", default="runs/quickstart", help="run directory (default runs/quickstart)")
     p.add_argument("--corpus", default="bible-es-en", help="built-in corpus (default bible-es-en)")
-    p.add_argument("--test-limit", type=int, metavar="N", help="score only the first N test sentences")
+    p.add_argument(
+        "--test-limit", type=counting_number, metavar="N", help="score only the first N test sentences"
+    )
     p.add_argument(
         "--seed", type=int, default=1, help="another seed trains another model (ensembles; default 1)"
     )
@@ -74,6 +77,17 @@ def device_name(text: str) -> str:
     if device.type not in ("cpu", "cuda", "mps"):
         raise argparse.ArgumentTypeError(f"{text}: aiayn runs on cpu, cuda or mps, not {device.type}")
     return text
+
+
+def counting_number(text: str) -> int:
+    """argparse type of a count (threads, images): an integer of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
 
 
 def add_device_option(p: argparse.ArgumentParser, default: str | None = None) -> None:
@@ -153,7 +167,14 @@ def _add_average(sub: argparse._SubParsersAction) -> None:
 def _run_average(args: argparse.Namespace) -> None:
     from aiayn.train.checkpoint import average_run
 
-    print(f"wrote {average_run(args.run_dir, args.last, args.out)}")
+    out = average_run(args.run_dir, args.last, args.out)
+    averaged = json.loads((out / "config.json").read_text())["averaged"]
+    fewer = (
+        f" (the run has only {len(averaged)}, not --last {args.last})"
+        if len(averaged) < (args.last or 0)
+        else ""
+    )
+    print(f"wrote {out}: the mean of {len(averaged)} checkpoint(s), {averaged[0]} to {averaged[-1]}{fewer}")
 
 
 COMMANDS.append(_add_average)

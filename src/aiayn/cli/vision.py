@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.cli import add_device_option, add_set_option
+from aiayn.cli import add_device_option, add_set_option, counting_number
 from aiayn.errors import AiaynError
 
 
@@ -18,10 +18,12 @@ def add_vision_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--minutes", type=float, help="time budget of the run, final test evaluation included")
     p.add_argument("--epochs", type=int, help="at most this many epochs (default 20, or none with --minutes)")
     add_set_option(p, "any VisionConfig / VisionTrainConfig field, e.g. --set patch_size=4 (repeatable)")
-    p.add_argument("--limit", type=int, help="use only the first N images of each split (smoke runs)")
+    p.add_argument(
+        "--limit", type=counting_number, help="use only the first N images of each split (smoke runs)"
+    )
     p.add_argument("--data-dir", metavar="DIR", help="Fashion-MNIST's IDX files (default: Debian's)")
     p.add_argument("--seed", type=int, help="random seed (weights, batch order, augmentation)")
-    p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--threads", type=counting_number, help="CPU threads for torch (default: torch's choice)")
     add_device_option(p, default="cpu")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=_run_vision_train)

@@ -343,9 +343,12 @@ class Translator:
         """
         units = self.sources([text])[0]
         if not units:
-            raise AiaynError("attention() needs a non-empty text")
+            raise AiaynError("attention maps need a non-empty text")
         if len(units) > 1:
-            raise AiaynError(f"attention() takes one sentence of at most {source_limit(self.config)} tokens")
+            raise AiaynError(
+                f"attention maps are drawn for one sentence of at most {source_limit(self.config)} tokens;"
+                " this text is longer: shorten it or give one sentence at a time"
+            )
         src_ids = units[0]
         hyp = self.translate_ids([src_ids], (options or DecodeConfig()).replace(**search))[0][0]
         return self.attention_maps(src_ids, hyp.tokens)

@@ -41,6 +41,7 @@ from aiayn.interop.weights import aiayn_to_marian, concat_permutation, permute_m
 from aiayn.model.io import load_model_dir
 from aiayn.model.transformer import Transformer
 from aiayn.safe_io import building_directory, resolve_inside, vacant
+from aiayn.tokenizers import load_tokenizer
 
 
 def marian_incompatibilities(config: ModelConfig) -> list[str]:
@@ -186,6 +187,7 @@ def export_hf(model_dir: str | Path, out_dir: str | Path, warn: Callable[[str], 
     model_dir, out = Path(model_dir), Path(out_dir)
     _check_out(model_dir, out)
     model, data = load_model_dir(model_dir)
+    load_tokenizer(model_dir, data)  # its entry and files checked, one-line errors, before any writing
     config = model.config
     problems = marian_incompatibilities(config)
     if problems:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor
 
@@ -32,9 +33,9 @@ from aiayn.config import ConfigError, ModelConfig
 from aiayn.errors import AiaynError
 from aiayn.interop.marian_tokenizer import MarianVocabTokenizer, read_vocab
 from aiayn.interop.weights import marian_to_aiayn
-from aiayn.model.io import check_fits, check_model_out, save_model_dir
+from aiayn.model.io import CONFIG_FILE, SPM_FILE, WEIGHTS_FILE, check_fits, check_model_out, save_model_dir
 from aiayn.model.transformer import Transformer
-from aiayn.safe_io import building_directory, plain_name
+from aiayn.safe_io import building_directory, plain_name, read_json_object
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}
 TOKENIZER_FILES = {"source": "source.spm", "target": "target.spm", "vocab": "vocab.json"}
@@ -45,10 +46,7 @@ def read_hf_config(hf_dir: Path) -> dict[str, Any]:
     path = hf_dir / "config.json"
     if not path.is_file():
         raise AiaynError(f"{hf_dir}: not a Hugging Face model directory (no config.json)")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise AiaynError(f"{path}:{err.lineno}: invalid JSON: {err.msg}") from None
+    data = read_json_object(path)
     if data.get("model_type") != "marian":
         raise AiaynError(f"{path}: model_type is {data.get('model_type')!r}, not 'marian'")
     return data
@@ -78,7 +76,9 @@ def config_from_marian(hf: dict[str, Any], tie: str, unk_id: int) -> ModelConfig
         raise AiaynError(
             f"config.json: activation_function={hf['activation_function']!r} is not relu/gelu/swish"
         )
-    vocab = hf["vocab_size"]
+    vocab = hf.get("vocab_size")
+    if type(vocab) is not int or vocab < 1:
+        raise AiaynError(f"config.json: vocab_size must be a positive integer, got {vocab!r}")
     shared = hf.get("share_encoder_decoder_embeddings", True)
     decoder_vocab = vocab if shared else (hf.get("decoder_vocab_size") or vocab)
     pad = hf.get("pad_token_id", vocab - 1)
@@ -126,9 +126,9 @@ def read_hf_weights(hf_dir: Path) -> dict[str, Tensor]:
         hf_dir / "pytorch_model.bin",
     )
     if single.is_file():
-        return load_file(str(single))
+        return _load_safetensors(single)
     if index.is_file():
-        return {k: v for shard in _shard_names(index) for k, v in load_file(str(hf_dir / shard)).items()}
+        return {k: v for shard in _shard_names(index) for k, v in _load_safetensors(hf_dir / shard).items()}
     if legacy.is_file():
         try:
             return torch.load(legacy, map_location="cpu", weights_only=True)
@@ -137,6 +137,16 @@ def read_hf_weights(hf_dir: Path) -> dict[str, Tensor]:
                 f"{legacy}: cannot be read as plain tensors: {str(err).splitlines()[0]}"
             ) from None
     raise AiaynError(f"{hf_dir}: no model.safetensors or pytorch_model.bin")
+
+
+def _load_safetensors(path: Path) -> dict[str, Tensor]:
+    """A safetensors file's tensors; a missing, truncated or foreign file is a one-line error."""
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError) as err:
+        raise AiaynError(
+            f"{path}: cannot be read as safetensors: {str(err).strip().splitlines()[0]}"
+        ) from None
 
 
 def _shard_names(index: Path) -> list[str]:
@@ -211,10 +221,7 @@ def read_tokenizer_config(hf_dir: Path) -> dict[str, Any]:
     path = hf_dir / "tokenizer_config.json"
     if not path.is_file():
         return {}
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise AiaynError(f"{path}:{err.lineno}: invalid JSON: {err.msg}") from None
+    return read_json_object(path)
 
 
 def _check_layers(hf: dict[str, Any], weights: dict[str, Tensor]) -> None:
@@ -253,4 +260,26 @@ def import_marian(hf_dir: str | Path, out_dir: str | Path) -> Path:
         pairs = (("src_lang", "source_lang"), ("tgt_lang", "target_lang"))
         languages = {ours: tok_config[key] for ours, key in pairs if isinstance(tok_config.get(key), str)}
         save_model_dir(model, work, tokenizer=settings, imported_from=str(hf_dir.resolve()), **languages)
+        _check_nothing_lost(out, work)
     return out
+
+
+def _check_nothing_lost(out: Path, work: Path) -> None:
+    """The new directory replaces OUT whole: refuse if OUT holds anything but an earlier model's files
+    that the import did not write anew (an `aiayn evaluate` eval/ directory, notes): the swap would
+    delete it."""
+    model_files = {
+        CONFIG_FILE,
+        WEIGHTS_FILE,
+        SPM_FILE,
+        "spm.vocab",
+        *TOKENIZER_FILES.values(),
+        TARGET_VOCAB_FILE,
+    }
+    old = [p.name for p in out.iterdir()] if out.is_dir() else []
+    lost = sorted(name for name in old if name not in model_files and not (work / name).exists())
+    if lost:
+        raise AiaynError(
+            f"{out} also holds {', '.join(lost)}, which replacing the model would delete; "
+            "move it away or choose another output directory"
+        )

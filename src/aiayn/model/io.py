@@ -24,7 +24,7 @@ from torch import nn
 from aiayn.config import FORMAT_VERSION, ConfigError, ModelConfig
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
-from aiayn.safe_io import atomic_copy, atomic_path, atomic_write_text, vacant
+from aiayn.safe_io import atomic_copy, atomic_path, atomic_write_text, read_json_object, vacant
 
 CONFIG_FILE, WEIGHTS_FILE, SPM_FILE = "config.json", "model.safetensors", "spm.model"
 _LAYER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.")
@@ -47,12 +47,7 @@ def read_config_json(model_dir: str | Path) -> tuple[Path, dict[str, Any]]:
     path = Path(model_dir) / CONFIG_FILE
     if not path.is_file():
         raise AiaynError(f"{model_dir}: not a model directory (no {CONFIG_FILE})")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise AiaynError(f"{path}:{err.lineno}: invalid JSON: {err.msg}") from None
-    if not isinstance(data, dict):
-        raise AiaynError(f"{path}: expected a JSON object of settings, found {type(data).__name__}")
+    data = read_json_object(path)
     version = data.get("format_version")
     if version != FORMAT_VERSION:
         raise AiaynError(f"{path}: format_version {version!r} is not supported (expected {FORMAT_VERSION})")
@@ -140,8 +135,8 @@ def check_model_out(out: str | Path, what: str = "output directory") -> None:
     if vacant(out):
         return
     try:
-        ours = "format_version" in json.loads((out / CONFIG_FILE).read_text())
-    except (OSError, json.JSONDecodeError, TypeError):
+        ours = "format_version" in read_json_object(out / CONFIG_FILE)
+    except AiaynError:
         ours = False
     if not ours:
         raise AiaynError(f"{out} exists and is not an aiayn model directory; choose another {what}")
@@ -182,7 +177,7 @@ def load_weights(
         raise AiaynError(f"{model_dir}: no {WEIGHTS_FILE}")
     try:
         load_model(model, str(weights), device=str(device or "cpu"))
-    except (RuntimeError, OSError) as err:
+    except (RuntimeError, OSError, SafetensorError) as err:
         first = str(err).strip().splitlines()[0]
         raise AiaynError(f"{weights}: weights do not match config.json: {first}") from None
     return model.to(device or "cpu").eval()

@@ -24,8 +24,9 @@ def _bind(host: str, port: int) -> socket.socket:
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-    except OSError as err:
-        raise AiaynError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    except (OSError, UnicodeError, ValueError) as err:  # UnicodeError: a host name IDNA cannot encode
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
+        raise AiaynError(f"cannot listen on {host}:{port}: {reason}") from None
     return sock
 
 
@@ -45,10 +46,10 @@ def serve(
 
     from aiayn.decode.translator import Translator
 
+    sock = _bind(host, port)  # a bad address or a port in use is said before the model loads
     translator = Translator.load(model_dir, device=device, int8=int8)
-    sock = _bind(host, port)
     app = create_app(translator, settings)
-    url = f"http://{host}:{sock.getsockname()[1]}/"
+    url = f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}/"
     mode = ", int8" if int8 else ""
     print(f"aiayn serve: {model_dir}{mode} on {url} (API docs at {url}docs)", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

@@ -238,7 +238,8 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, err: HTTPException) -> Response:
         if err.status_code == 400 and err.detail == BODY_PARSE_ERROR:
-            error = {"type": "json_invalid", "loc": ["body"], "msg": "the body is not UTF-8 JSON"}
+            msg = "the body could not be read as JSON (not UTF-8, or nested too deeply)"
+            error = {"type": "json_invalid", "loc": ["body"], "msg": msg}
             return JSONResponse({"detail": [error]}, status_code=422)
         return await http_exception_handler(request, err)
 

@@ -16,6 +16,7 @@ Every refusal comes at once, before any model work, as JSON {"detail": "..."} wi
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,8 +60,19 @@ class ServeSettings:
         ):
             if getattr(self, name) <= 0:
                 raise AiaynError(f"serve: {name} must be positive, got {getattr(self, name)}")
-        if self.batch_wait_ms < 0:
-            raise AiaynError(f"serve: batch_wait_ms must be >= 0, got {self.batch_wait_ms}")
+        if not math.isfinite(self.timeout):
+            raise AiaynError(f"serve: timeout must be a finite number of seconds, got {self.timeout}")
+        if not 0 <= self.batch_wait_ms < 1000 * self.timeout:
+            raise AiaynError(
+                f"serve: batch_wait_ms must be >= 0 and under the timeout ({self.timeout:g} s), "
+                f"got {self.batch_wait_ms}"
+            )
+        least = DecodeConfig.beam_size * (LEN_A * 2 + LEN_B)  # one one-word text (with </s>)
+        if self.max_work < least:
+            raise AiaynError(
+                f"serve: max_work must be at least {least:g} (one one-word text at beam "
+                f"{DecodeConfig.beam_size}), got {self.max_work}"
+            )
         if self.max_attention_tokens < 2:
             raise AiaynError(
                 f"serve: max_attention_tokens must be at least 2, got {self.max_attention_tokens}"

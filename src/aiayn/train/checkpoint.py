@@ -14,7 +14,6 @@ checkpoint or none, and `list_checkpoints` never returns a partial one. The last
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import random
@@ -33,7 +32,7 @@ from aiayn.config import RunConfig
 from aiayn.errors import AiaynError
 from aiayn.model.io import check_model_out, save_model_dir
 from aiayn.model.transformer import Transformer
-from aiayn.safe_io import fsync_dir, fsync_file
+from aiayn.safe_io import fsync_dir, fsync_file, read_json_object
 
 CHECKPOINTS, WEIGHTS, STATE = "checkpoints", "model.safetensors", "trainer_state.pt"
 RUN_INFO, RUN_CONFIG, RUN_SPM = "run.json", "config.yaml", "spm.model"
@@ -178,7 +177,7 @@ def average_run(run_dir: str | Path, last: int | None = None, out_dir: str | Pat
     if not paths:
         raise AiaynError(f"{run}: no checkpoints in {run / CHECKPOINTS}")
     model = average_weights(paths, Transformer(config.model))
-    info = json.loads((run / RUN_INFO).read_text()) if (run / RUN_INFO).is_file() else {}
+    info = read_json_object(run / RUN_INFO) if (run / RUN_INFO).is_file() else {}
     langs = {k: info[k] for k in ("src_lang", "tgt_lang", "task", "parse") if info.get(k)}
     averaged = [p.name for p in paths]
     spm = run / RUN_SPM if (run / RUN_SPM).is_file() else None

@@ -21,7 +21,7 @@ from aiayn.errors import AiaynError
 from aiayn.model.io import SPM_FILE, WEIGHTS_FILE, read_config
 from aiayn.model.transformer import Transformer
 from aiayn.overrides import apply_overrides
-from aiayn.safe_io import atomic_copy, atomic_write_text
+from aiayn.safe_io import atomic_copy, atomic_write_text, check_dir_path
 from aiayn.train.checkpoint import RUN_CONFIG, RUN_INFO, RUN_SPM
 
 
@@ -76,6 +76,7 @@ def check_run_dir(run_dir: Path, data_dir: Path) -> None:
     Anything else of those names (another tool's config.yaml, a tokenizer's spm.model, the data
     directory itself) would be overwritten; nothing is written before this check passes.
     """
+    check_dir_path(run_dir, "--out")
     if run_dir.resolve() == data_dir.resolve():
         raise AiaynError(f"{run_dir} is the data directory; train into another --out directory")
     if (run_dir / RUN_INFO).exists():

@@ -80,6 +80,8 @@ def fashion_mnist_splits(
     valid_size: int = 2000, limit: int | None = None, seed: int = 1, root: str | Path = FASHION_MNIST_DIR
 ) -> ImageSplits:
     """Train minus a seeded `valid_size` hold-out, valid, and test; `limit` caps every split (smoke runs)."""
+    if limit is not None and limit < 1:
+        raise AiaynError(f"limit must be at least 1 image per split, got {limit}")
     images, labels = load_fashion_mnist("train", root)
     if not 0 <= valid_size < len(images):
         raise AiaynError(f"valid_size must be in [0, {len(images)}), got {valid_size}")

@@ -15,6 +15,7 @@ import torch
 from aiayn.config import FORMAT_VERSION, ConfigError
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_weights, read_config_json, save_weights, write_config_json
+from aiayn.safe_io import vacant
 from aiayn.vision.model import VisionConfig, VisionTransformer
 
 TASK = "image-classification"
@@ -32,6 +33,20 @@ def save_vision_model(model: VisionTransformer, out_dir: str | Path, classes: li
     }
     write_config_json(out, data)
     return out
+
+
+def check_vision_model_out(out: str | Path) -> None:
+    """A one-line AiaynError unless `out` may receive an image model: absent, empty, or an image
+    model directory (replaced). A text model or anything else there is never overwritten."""
+    out = Path(out)
+    if vacant(out):
+        return
+    try:
+        ours = read_config_json(out)[1].get("task") == TASK
+    except AiaynError:
+        ours = False
+    if not ours:
+        raise AiaynError(f"{out} exists and is not an image model directory; choose another --out")
 
 
 def read_vision_config(model_dir: str | Path) -> tuple[VisionConfig, dict[str, Any]]:

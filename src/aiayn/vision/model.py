@@ -10,12 +10,13 @@ class token's output. There is no second implementation of attention here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from aiayn.config import ConfigError, Serializable, check_choice
+from aiayn.config import ConfigError, Serializable, check_choice, check_number
 from aiayn.model.dropout import dropout
 from aiayn.model.layers import ACTIVATIONS
 from aiayn.model.transformer import Encoder
@@ -50,7 +51,7 @@ class VisionConfig(Serializable):
     def __post_init__(self) -> None:
         check_choice("positions", self.positions, ("learned", "sinusoidal"))
         check_choice("activation", self.activation, tuple(ACTIVATIONS))
-        for name in ("d_model", "d_ff", "n_heads", "n_layers"):
+        for name in ("image_size", "channels", "patch_size", "d_model", "d_ff", "n_heads", "n_layers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if self.d_model % self.n_heads:
@@ -68,8 +69,9 @@ class VisionConfig(Serializable):
             raise ConfigError(f"stem_channels must be 0 (plain patches) or more, got {self.stem_channels}")
         if self.n_classes < 2:
             raise ConfigError(f"n_classes must be at least 2, got {self.n_classes}")
-        if self.pixel_std <= 0:
-            raise ConfigError(f"pixel_std must be positive, got {self.pixel_std}")
+        check_number("pixel_std", self.pixel_std)
+        if not math.isfinite(self.pixel_mean):
+            raise ConfigError(f"pixel_mean must be a finite number, got {self.pixel_mean}")
 
     @property
     def grid(self) -> int:

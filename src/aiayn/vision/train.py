@@ -22,11 +22,11 @@ from pathlib import Path
 import torch
 import yaml
 
-from aiayn.config import ConfigError, Serializable, check_choice, load_yaml
+from aiayn.config import ConfigError, Serializable, check_choice, check_number, check_seed, load_yaml
 from aiayn.data.batching import BatchStream
 from aiayn.errors import AiaynError
 from aiayn.model.linear import route_linears
-from aiayn.safe_io import atomic_write_text
+from aiayn.safe_io import atomic_write_text, output_dir
 from aiayn.train import checkpoint
 from aiayn.train.distributed import DistEnv
 from aiayn.train.loop import TrainingLoop
@@ -35,7 +35,7 @@ from aiayn.train.schedule import noam_lr
 from aiayn.train.signals import StopSignals
 from aiayn.vision.data import ImageSplits, ShuffledBatches, augment, to_tensor
 from aiayn.vision.evaluate import evaluate
-from aiayn.vision.io import save_vision_model
+from aiayn.vision.io import check_vision_model_out, save_vision_model
 from aiayn.vision.model import VisionConfig, VisionTransformer
 from aiayn.vision.plots import plot_vision_curves
 
@@ -72,10 +72,17 @@ class VisionTrainConfig(Serializable):
         for name in ("batch_size", "warmup_steps", "epochs", "eval_batch_size", "log_every", "keep_last"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.lr <= 0 or (self.minutes is not None and self.minutes <= 0):
-            raise ConfigError("lr and minutes must be positive")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.crop_pad < 0:
+            raise ConfigError(f"crop_pad must be 0 (no crop) or more, got {self.crop_pad}")
+        check_number("lr", self.lr)
+        check_number("minutes", self.minutes, null=True)
+        check_number("weight_decay", self.weight_decay, zero=True)
+        check_number("clip_norm", self.clip_norm, null=True)
+        check_number("save_minutes", self.save_minutes, zero=True, null=True)
+        check_seed("seed", self.seed)
+        for name in ("label_smoothing", "adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
 
 
 @dataclass
@@ -137,9 +144,26 @@ def write_run_config(run_dir: Path, model: VisionConfig, t: VisionTrainConfig) -
         raise AiaynError(
             f"{path}: the run's checkpoints were made with another model config; use a new --out"
         )
-    run_dir.mkdir(parents=True, exist_ok=True)
+    output_dir(run_dir, "--out")
     text = yaml.safe_dump({"vision": model.to_dict(), "train": t.to_dict()}, sort_keys=False)
     atomic_write_text(path, text)
+
+
+def check_images_fit(splits: ImageSplits, config: VisionConfig) -> None:
+    """A ConfigError unless the model takes these images and labels: its image_size, channels and
+    n_classes against the splits' (a mismatch would fail in the first forward pass, or worse)."""
+    images = splits.train[0]  # (n, H, W) or (n, C, H, W)
+    if not len(images):
+        raise AiaynError("no training images")
+    channels, height, width = (1, *images.shape[1:]) if images.ndim == 3 else images.shape[1:]
+    if (height, width) != (config.image_size, config.image_size) or channels != config.channels:
+        raise ConfigError(
+            f"the images are {channels} x {height} x {width} but the model takes "
+            f"{config.channels} x {config.image_size} x {config.image_size} (channels, image_size)"
+        )
+    top = max(int(y.max()) for _, y in (splits.train, splits.valid, splits.test) if len(y))
+    if top >= config.n_classes:
+        raise ConfigError(f"the labels go up to {top} but the model has n_classes={config.n_classes}")
 
 
 class VisionTrainer(TrainingLoop):
@@ -304,6 +328,8 @@ def train_vision(
     run_dir = Path(run_dir)
     model_config = model_config or VisionConfig()
     train_config = train_config or VisionTrainConfig()
+    check_images_fit(splits, model_config)
+    check_vision_model_out(run_dir / "model")  # before training, not after it
     write_run_config(run_dir, model_config, train_config)
     checkpoint.remove_partial(run_dir)
     return VisionTrainer(run_dir, splits, model_config, train_config, device).run(progress)
