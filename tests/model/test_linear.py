@@ -12,6 +12,8 @@ from aiayn.decode.stepper import decode_batch
 from aiayn.model import linear as linear_module
 from aiayn.model.linear import (
     EXACT_ROWS,
+    KERNELS,
+    ROW_PROBES,
     PackedLinear,
     RoutedLinear,
     RoutedOutputLayer,
@@ -22,6 +24,7 @@ from aiayn.model.linear import (
     pack_for_inference,
     padded_rows,
     route_linears,
+    row_class,
 )
 from aiayn.model.quantize import Int8Linear, quantize_int8
 from aiayn.model.transformer import Transformer
@@ -146,14 +149,26 @@ def test_route_linears_leaves_other_modules_as_they_are():
     assert Int8Linear in before and RoutedLinear not in before
 
 
+def test_row_counts_take_the_kernel_of_their_nearest_probe():
+    """Nearest in log scale: 1 | 2-11 -> 4 | 12-63 -> 32 | 64 and more -> 128."""
+    classes = [row_class(rows) for rows in (1, 2, 4, 11, 12, 32, 63, 64, 128, 5000)]
+    assert classes == [0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert [ROW_PROBES[row_class(p)] for p in ROW_PROBES] == list(ROW_PROBES)
+
+
 @needs_onednn
-@pytest.mark.parametrize("packed_rows", [set(), {"one"}, {"many"}, {"one", "many"}])
-def test_packed_linear_equals_f_linear_at_every_row_count(packed_rows):
+@pytest.mark.parametrize(
+    "kernels",
+    [("packed",) * 4, ("mkl",) * 4, ("mkl", "packed", "mkl", "packed"), ("packed", "mkl", "packed", "mkl")],
+)
+def test_packed_linear_equals_f_linear_at_every_row_count(kernels):
     torch.manual_seed(0)
     weight, bias = torch.randn(300, 64), torch.randn(300)
-    layer = PackedLinear(weight, bias, frozenset(packed_rows))
+    layer = PackedLinear(weight, bias)
+    layer.keep(kernels)
+    assert (layer.packed is None) == ("packed" not in kernels)  # the packed copy only where it is used
     with torch.inference_mode():
-        for rows in (1, 2, 3, 4, 5, 63, 64, 65, 129, 300):
+        for rows in (1, 2, 3, 4, 5, 12, 32, 63, 64, 65, 129, 300):
             x = torch.randn(rows, 64, dtype=torch.float64)
             got = layer(x.float())
             assert got.shape == (rows, 300)
@@ -169,7 +184,7 @@ def test_pack_for_inference_keeps_what_the_model_computes(monkeypatch):
     config = ModelConfig(vocab_size=500, d_model=64, d_ff=128, n_heads=4, n_layers=2, dropout=0.0)
     reference = Transformer(config).eval()
     model = copy.deepcopy(reference)
-    monkeypatch.setattr(linear_module, "_packed_rows", lambda layer: frozenset({"one", "many"}))
+    monkeypatch.setattr(linear_module, "_kernels", lambda layer: ("packed", "mkl", "packed", "packed"))
     assert pack_for_inference(model) == 2 * 4 + 2 * 7 + 1  # every linear layer and the output layer
     assert isinstance(model.output_layer, PackedLinear)
     src, tgt = torch.randint(4, 500, (3, 9)), torch.randint(4, 500, (3, 6))
@@ -180,11 +195,25 @@ def test_pack_for_inference_keeps_what_the_model_computes(monkeypatch):
     assert [h[0].tokens for h in hyps] == [h[0].tokens for h in expected]
 
 
-def test_pack_for_inference_keeps_layers_where_packing_does_not_pay(monkeypatch):
+@needs_onednn
+def test_pack_for_inference_keeps_no_packed_weight_where_packing_does_not_pay(monkeypatch):
     model = Transformer(ModelConfig(vocab_size=50, d_model=32, d_ff=64, n_heads=2, n_layers=1)).eval()
-    monkeypatch.setattr(linear_module, "_packed_rows", lambda layer: frozenset())
+    monkeypatch.setattr(linear_module, "_kernels", lambda layer: ("mkl",) * 4)
     assert pack_for_inference(model) == 0
-    assert not any(isinstance(m, PackedLinear) for m in model.modules())
-    assert isinstance(model.output_layer, RoutedOutputLayer)  # routed through `linear`, not packed
+    layers = [m for m in model.modules() if isinstance(m, PackedLinear)]
+    assert len(layers) == 4 + 7 + 1 and all(m.packed is None for m in layers)
+
+
+@needs_onednn
+def test_the_kernels_are_chosen_among_the_timed_ones():
+    layer = PackedLinear(torch.randn(96, 32), torch.randn(96))
+    kernels = linear_module._kernels(layer)
+    assert len(kernels) == len(ROW_PROBES) and set(kernels) <= set(KERNELS)
+
+
+def test_pack_for_inference_does_nothing_without_onednn_routing(monkeypatch):
+    model = Transformer(ModelConfig(vocab_size=50, d_model=32, d_ff=64, n_heads=2, n_layers=1)).eval()
     monkeypatch.setattr(linear_backend, "enabled", False)
     assert pack_for_inference(model) == 0  # oneDNN routing off: nothing is measured or packed
+    assert not any(isinstance(m, PackedLinear) for m in model.modules())
+    assert isinstance(model.output_layer, RoutedOutputLayer)

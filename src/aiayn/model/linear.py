@@ -26,6 +26,7 @@ environment overrides the measurement; `linear_backend.enabled = False` turns th
 
 from __future__ import annotations
 
+import bisect
 import os
 import time
 
@@ -188,66 +189,97 @@ def route_linears(model: nn.Module) -> nn.Module:
     return model
 
 
+KERNELS = ("mkl", "packed")  # F.linear; oneDNN with the weight packed once (unpacked, it reorders every call)
+ROW_PROBES = (1, 4, 32, 128)  # one row; one sentence's beams; a batch of sentences; a batch of beams
+_ROW_BOUNDS = (2, 12, 64)  # between the probes, in log scale: a row count takes its nearest probe's kernel
+
+
+def row_class(rows: int) -> int:
+    """Which of ROW_PROBES a product of `rows` rows is timed as (its index)."""
+    return bisect.bisect_right(_ROW_BOUNDS, rows)
+
+
 class PackedLinear(nn.Module):
-    """Inference-only y = x W^T + b with W also reordered once into oneDNN's blocked layout.
+    """Inference-only y = x W^T + b computed by the kernel that measured fastest for its row count.
 
     For decoding on the CPU, where every step reads every weight for a few rows (one sentence, a
-    few beams): PyTorch's `F.linear` runs a slow path there (4 x 256 x 8000: 2.6 ms against 0.44 ms
-    packed on a first-generation Zen) and unpacked oneDNN reorders the weight on every call. Which
-    is faster differs by shape and by row count, so `pack_for_inference` measures and sets
-    `packed_rows` (which row counts take the packed weight: "one" row, "many" (MIN_ROWS or
-    more), or both); the others take `linear`. Rows above EXACT_ROWS are padded as in `linear`,
-    so the primitives oneDNN caches per shape stay few. No gradients.
+    few beams, a batch): which kernel is fastest differs by CPU, by shape and by row count, and not
+    monotonically. On a 2-core Cascade Lake Xeon, 256 x 256 at 4 rows took 19 us with MKL's
+    `F.linear`, 71 us with a packed weight and 147 us with unpacked oneDNN (which reorders the weight
+    on every call); 256 x 8000 at 32 rows 2.4 ms with MKL and 1.0 ms packed; at 128 rows MKL won
+    again. On a first-generation Zen the packed weight won where MKL's small-matrix path is slow
+    (4 x 256 x 8000: 2.6 ms against 0.44 ms). So `pack_for_inference` times the two `KERNELS` at
+    each of ROW_PROBES and sets `kernels`, one per probe; a call takes its row class's (`row_class`).
+    The weight reordered once into oneDNN's blocked layout (`packed`) is kept only where some row
+    class uses it; rows above EXACT_ROWS are padded as in `linear`, so the primitives oneDNN caches
+    per shape stay few. No gradients.
     """
 
-    def __init__(self, weight: Tensor, bias: Tensor | None, packed_rows: frozenset = frozenset()) -> None:
+    def __init__(self, weight: Tensor, bias: Tensor | None, kernels: tuple[str, ...] | None = None) -> None:
         super().__init__()
         self.out_features, self.in_features = weight.shape
         self.weight, self.bias = weight, bias  # the model's own parameters: still counted, still saved
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().float().contiguous(), 64)
-        self.packed_rows = packed_rows
+        self.packed: Tensor | None = torch.ops.mkldnn._reorder_linear_weight(
+            weight.detach().float().contiguous(), 64
+        )
+        self.kernels = kernels or ("packed",) * len(ROW_PROBES)
+
+    def keep(self, kernels: tuple[str, ...]) -> None:
+        """Compute with `kernels` (one of KERNELS per row class) from now on; the packed copy of the
+        weight is dropped when no row class uses it."""
+        self.kernels = kernels
+        if "packed" not in kernels:
+            self.packed = None
 
     def forward(self, x: Tensor, *model_weights: Tensor | None) -> Tensor:
         """x (..., in) float32 on the CPU -> (..., out). As a Transformer's pre-softmax layer it is
         also passed the model's output weight and bias (`model_weights`): its own already."""
         rows = x.numel() // x.size(-1)
-        if ("one" if rows < MIN_ROWS else "many") not in self.packed_rows:
-            return linear(x, self.weight, self.bias)
+        if self.kernels[row_class(rows)] == "mkl":
+            return F.linear(x, self.weight, self.bias)
+        return self.packed_product(x, rows)
+
+    def packed_product(self, x: Tensor, rows: int) -> Tensor:
+        """x (..., in) with `rows` rows -> (..., out), through the packed weight."""
         x2 = _pad_rows(x.reshape(rows, x.size(-1)))  # (padded rows, in)
         y = torch.ops.mkldnn._linear_pointwise(x2, self.packed, self.bias, "none", [], "")
         return y[:rows].view(*x.shape[:-1], self.out_features)
 
 
-def _best_seconds(fn, repeats: int = 5) -> float:
-    fn()  # builds oneDNN's primitive for the shape
-    best = float("inf")
-    for _ in range(repeats):
+def _best_seconds(fn, budget: float = 0.01) -> float:
+    """The fastest of 2-5 timed calls (more while they take under `budget` seconds in all), after
+    one untimed call that builds oneDNN's primitive for the shape."""
+    fn()
+    best, spent, runs = float("inf"), 0.0, 0
+    while runs < 5 and (runs < 2 or spent < budget):
         start = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - start)
+        took = time.perf_counter() - start
+        best, spent, runs = min(best, took), spent + took, runs + 1
     return best
 
 
-def _packed_rows(layer: PackedLinear) -> frozenset:
-    """The row classes where the packed weight beats `linear`: "one" (timed with 1 row) and "many"
-    (4 rows, one sentence's beams, plus 64, a batch of them), best of 5 each."""
-    seconds = {}
+def _kernels(layer: PackedLinear) -> tuple[str, ...]:
+    """The fastest of KERNELS for `layer`'s weight at each of ROW_PROBES rows, timed on this machine."""
+    chosen = []
     with torch.inference_mode():
-        for rows in (1, 4, 64):
+        for rows in ROW_PROBES:
             x = torch.randn(rows, layer.in_features)
-            plain = _best_seconds(lambda x=x: linear(x, layer.weight, layer.bias))
-            seconds[rows] = (plain, _best_seconds(lambda x=x: torch.ops.mkldnn._linear_pointwise(
-                _pad_rows(x), layer.packed, layer.bias, "none", [], "")))  # fmt: skip
-    wins = {"one": seconds[1][1] <= seconds[1][0]}
-    wins["many"] = seconds[4][1] + seconds[64][1] <= seconds[4][0] + seconds[64][0]
-    return frozenset(k for k, v in wins.items() if v)
+            calls = {
+                "mkl": lambda x=x: F.linear(x, layer.weight, layer.bias),
+                "packed": lambda x=x, rows=rows: layer.packed_product(x, rows),
+            }
+            seconds = {name: _best_seconds(calls[name]) for name in KERNELS}
+            chosen.append(min(KERNELS, key=seconds.__getitem__))
+    return tuple(chosen)
 
 
 def pack_for_inference(model: nn.Module) -> int:
     """Route a Transformer's products through `linear` (`route_linears`), then, on a float32 CPU
-    model, give it `PackedLinear` layers (every linear layer, and the output layer) where they
-    measure faster than `linear` on this machine, once per weight shape. Returns how many layers
-    use a packed weight for some row counts. For `Translator.load`; training never packs.
+    model, make every linear layer and the output layer a `PackedLinear` computing with the kernel
+    per row count that measures fastest on this machine (`_kernels`), timed once per weight shape.
+    Returns how many layers use the packed weight for some row counts. For `Translator.load`;
+    training never packs.
     """
     route_linears(model)
     weight = getattr(model, "output_weight", None)
@@ -261,15 +293,12 @@ def pack_for_inference(model: nn.Module) -> int:
         for name, child in module.named_children()
         if isinstance(child, nn.Linear)
     ] + [(model, "output_layer", model.output_weight, model.output_bias)]
-    decided: dict[tuple[int, int], frozenset] = {}
-    count = 0
+    decided: dict[tuple[int, int], tuple[str, ...]] = {}
     for module, name, w, b in targets:
         layer = PackedLinear(w, b)
         shape = tuple(w.shape)
         if shape not in decided:
-            decided[shape] = _packed_rows(layer)
-        if decided[shape]:
-            layer.packed_rows = decided[shape]
-            setattr(module, name, layer)
-            count += 1
-    return count
+            decided[shape] = _kernels(layer)
+        layer.keep(decided[shape])
+        setattr(module, name, layer)
+    return sum(isinstance(m, PackedLinear) and m.packed is not None for m in model.modules())
