@@ -130,6 +130,7 @@ def test_overrides_find_their_config_and_parse_types():
         apply_overrides([ModelConfig()], ["d_model=big"])
     with pytest.raises(ConfigError, match="not divisible"):
         apply_overrides([ModelConfig()], ["n_heads=7"])
+    assert apply_overrides([ModelConfig()], ["tie_embeddings=none"])[0].tie_embeddings == "none"  # a word
     for setting in ("warmup_steps=null", "d_model=none", "seed=null"):  # null only where a field takes it
         with pytest.raises(
             ConfigError, match=rf"^--set {setting.split('=')[0]}: null is not a value of this"

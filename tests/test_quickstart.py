@@ -1,6 +1,7 @@
 """`aiayn quickstart` end to end with a small budget: every artefact exists and is well formed."""
 
 import json
+import shutil
 from pathlib import Path
 
 import matplotlib.image
@@ -56,3 +57,6 @@ def test_quickstart_writes_every_artefact_and_reuses_them(tmp_path, capsys):
     assert main(["quickstart", "--steps", "60", "--out", str(out)]) == 2
     assert "was trained with --steps 30, not --steps 60" in capsys.readouterr().err
     assert (out / "model" / "model.safetensors").read_bytes() == before
+    shutil.rmtree(out / "model")  # as if interrupted after its checkpoints: a re-run resumes them
+    assert main([*args, "--seed", "2"]) == 2
+    assert f"the interrupted run in {out} was trained with --seed 1, not --seed 2" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from aiayn.config import ConfigError
 def _parse_value(raw: str, annotation: Any) -> Any:
     """Parse a command-line string into the type a dataclass field is annotated with."""
     nullable = type(None) in typing.get_args(annotation)
-    if raw.lower() in ("none", "null"):
+    if raw.lower() in ("none", "null") and annotation is not str:  # tie_embeddings=none is a word
         if nullable:
             return None
         raise ConfigError(

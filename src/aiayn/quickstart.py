@@ -59,32 +59,40 @@ def _budget(steps: int | None, minutes: float | None) -> str:
 RECIPE_FLAGS = {"seed": "--seed", "max_steps": "--steps", "minutes": "--minutes"}
 
 
-def _check_same_recipe(out: Path, config: RunConfig) -> None:
-    """A finished model is reused only for the run it came from: another seed or budget asks for
-    another model, which is refused in one line rather than answered with the old one."""
+def _flag(name: str, value: float | None) -> str:
+    """How a setting reads as its command-line flag: --seed 1, --minutes 20, no --minutes."""
+    if value is None:
+        return f"no {RECIPE_FLAGS[name]}"
+    return f"{RECIPE_FLAGS[name]} {value:g}" if isinstance(value, float) else f"{RECIPE_FLAGS[name]} {value}"
+
+
+def _check_same_recipe(out: Path, config: RunConfig, names: tuple[str, ...], what: str) -> None:
+    """`what` (the finished model, or the checkpoints a re-run resumes) is kept only for the settings
+    `names` it came from: another seed (or, for a finished model, budget) asks for another model,
+    which is refused in one line rather than answered with the old one."""
     from aiayn.train.checkpoint import RUN_CONFIG
 
     saved = RunConfig.from_yaml(out / RUN_CONFIG).train
-    changed = [k for k in RECIPE_FLAGS if getattr(saved, k) != getattr(config.train, k)]
+    changed = [k for k in names if getattr(saved, k) != getattr(config.train, k)]
     if changed:
-        was = ", ".join(f"{RECIPE_FLAGS[k]} {getattr(saved, k)}" for k in changed)
-        asked = ", ".join(f"{RECIPE_FLAGS[k]} {getattr(config.train, k)}" for k in changed)
-        raise AiaynError(
-            f"{out / 'model'} was trained with {was}, not {asked}; use another --out for another model"
-        )
+        was = ", ".join(_flag(k, getattr(saved, k)) for k in changed)
+        asked = ", ".join(_flag(k, getattr(config.train, k)) for k in changed)
+        raise AiaynError(f"{what} was trained with {was}, not {asked}; use another --out for another model")
 
 
 def _train_and_average(data_dir: Path, out: Path, config: RunConfig) -> Path:
     """Train (resuming if checkpoints exist) unless a finished model is there; return the model dir."""
     from aiayn.train import eta
-    from aiayn.train.checkpoint import average_run
+    from aiayn.train.checkpoint import average_run, list_checkpoints
     from aiayn.train.trainer import train
 
     model_dir, done = out / "model", out / "model" / "config.json"
     if done.is_file():
-        _check_same_recipe(out, config)
+        _check_same_recipe(out, config, tuple(RECIPE_FLAGS), str(model_dir))
         _say(f"== training: reusing the finished model in {model_dir}")
         return model_dir
+    if list_checkpoints(out):  # a resume may change the budget, not the seed its weights began from
+        _check_same_recipe(out, config, ("seed",), f"the interrupted run in {out}")
     steps, minutes = config.train.max_steps, config.train.minutes
     _say(f"== training the tiny preset for {_budget(steps, minutes)} (Ctrl-C saves; a re-run resumes)")
     if steps and steps >= eta.SKIP + eta.SPAN:

@@ -9,6 +9,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from aiayn.cli import main
+from aiayn.serve import server_url
 
 
 def test_port_in_use(toy_model_dir, capsys):
@@ -51,6 +52,11 @@ def test_an_address_that_cannot_be_encoded_is_a_one_line_error(tmp_path, capsys)
     assert main(["serve", str(tmp_path / "nothing"), "--host", "a..b", "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("aiayn serve: error: cannot listen on a..b:0: ") and err.count("\n") == 1
+
+
+def test_the_printed_address_is_one_a_browser_takes():
+    assert server_url("127.0.0.1", 8000) == "http://127.0.0.1:8000/"
+    assert server_url("::1", 8000) == "http://[::1]:8000/"
 
 
 def test_not_a_model_dir(tmp_path, capsys):

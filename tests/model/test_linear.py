@@ -164,8 +164,7 @@ def test_row_counts_take_the_kernel_of_their_nearest_probe():
 def test_packed_linear_equals_f_linear_at_every_row_count(kernels):
     torch.manual_seed(0)
     weight, bias = torch.randn(300, 64), torch.randn(300)
-    layer = PackedLinear(weight, bias)
-    layer.keep(kernels)
+    layer = PackedLinear(weight, bias, kernels)
     assert (layer.packed is None) == ("packed" not in kernels)  # the packed copy only where it is used
     with torch.inference_mode():
         for rows in (1, 2, 3, 4, 5, 12, 32, 63, 64, 65, 129, 300):
@@ -175,6 +174,8 @@ def test_packed_linear_equals_f_linear_at_every_row_count(kernels):
             expected = F.linear(x, weight.double(), bias.double())  # float64
             torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-4)
         x = torch.randn(2, 7, 64)  # (batch, len, in) keeps its leading dimensions
+        torch.testing.assert_close(layer(x), F.linear(x, weight, bias), rtol=1e-5, atol=1e-4)
+        layer.keep(("packed",) * 4)  # packed again when a row class takes the packed weight
         torch.testing.assert_close(layer(x), F.linear(x, weight, bias), rtol=1e-5, atol=1e-4)
 
 

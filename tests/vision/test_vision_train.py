@@ -3,6 +3,7 @@
 import json
 import math
 import re
+import shutil
 
 import pytest
 import torch
@@ -191,6 +192,15 @@ def test_a_model_that_does_not_take_the_images_is_refused_before_training(
     with pytest.raises(ConfigError, match=message):
         train_vision(tmp_path / "run", quadrant_splits, model, quick_recipe(epochs=1), progress=False)
     assert not (tmp_path / "run" / "model").exists()
+
+
+def test_a_text_model_in_the_run_directory_is_never_overwritten(tmp_path, quadrant_splits, toy_model_dir):
+    shutil.copytree(toy_model_dir, tmp_path / "run" / "model")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run" / "model").iterdir()}
+    with pytest.raises(AiaynError, match=r"run/model exists and is not an image model directory"):
+        train_vision(tmp_path / "run", quadrant_splits, TINY, quick_recipe(epochs=1), progress=False)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run" / "model").iterdir()} == before
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["model"]
 
 
 def test_warm_up_then_cosine_and_the_papers_schedule():

@@ -239,6 +239,7 @@ def _check_out(hf_dir: Path, out: Path) -> None:
     if out.exists() and out.resolve() == hf_dir.resolve():
         raise AiaynError(f"{out}: the output directory cannot be the Marian directory itself")
     check_model_out(out)
+    _check_nothing_lost(out)
 
 
 def import_marian(hf_dir: str | Path, out_dir: str | Path) -> Path:
@@ -260,14 +261,12 @@ def import_marian(hf_dir: str | Path, out_dir: str | Path) -> Path:
         pairs = (("src_lang", "source_lang"), ("tgt_lang", "target_lang"))
         languages = {ours: tok_config[key] for ours, key in pairs if isinstance(tok_config.get(key), str)}
         save_model_dir(model, work, tokenizer=settings, imported_from=str(hf_dir.resolve()), **languages)
-        _check_nothing_lost(out, work)
     return out
 
 
-def _check_nothing_lost(out: Path, work: Path) -> None:
-    """The new directory replaces OUT whole: refuse if OUT holds anything but an earlier model's files
-    that the import did not write anew (an `aiayn evaluate` eval/ directory, notes): the swap would
-    delete it."""
+def _check_nothing_lost(out: Path) -> None:
+    """The new directory replaces OUT whole: refuse if OUT holds anything but a model's files (an
+    `aiayn evaluate` eval/ directory, notes), which the swap would delete."""
     model_files = {
         CONFIG_FILE,
         WEIGHTS_FILE,
@@ -276,8 +275,7 @@ def _check_nothing_lost(out: Path, work: Path) -> None:
         *TOKENIZER_FILES.values(),
         TARGET_VOCAB_FILE,
     }
-    old = [p.name for p in out.iterdir()] if out.is_dir() else []
-    lost = sorted(name for name in old if name not in model_files and not (work / name).exists())
+    lost = sorted(p.name for p in out.iterdir() if p.name not in model_files) if out.is_dir() else []
     if lost:
         raise AiaynError(
             f"{out} also holds {', '.join(lost)}, which replacing the model would delete; "

@@ -219,17 +219,18 @@ class PackedLinear(nn.Module):
         super().__init__()
         self.out_features, self.in_features = weight.shape
         self.weight, self.bias = weight, bias  # the model's own parameters: still counted, still saved
-        self.packed: Tensor | None = torch.ops.mkldnn._reorder_linear_weight(
-            weight.detach().float().contiguous(), 64
-        )
-        self.kernels = kernels or ("packed",) * len(ROW_PROBES)
+        self.packed: Tensor | None = None
+        self.keep(kernels or ("packed",) * len(ROW_PROBES))
 
     def keep(self, kernels: tuple[str, ...]) -> None:
-        """Compute with `kernels` (one of KERNELS per row class) from now on; the packed copy of the
-        weight is dropped when no row class uses it."""
+        """Compute with `kernels` (one of KERNELS per row class) from now on; the weight is packed
+        (reordered once for oneDNN) only while some row class uses it."""
         self.kernels = kernels
         if "packed" not in kernels:
             self.packed = None
+        elif self.packed is None:
+            weight = self.weight.detach().float().contiguous()
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, 64)
 
     def forward(self, x: Tensor, *model_weights: Tensor | None) -> Tensor:
         """x (..., in) float32 on the CPU -> (..., out). As a Transformer's pre-softmax layer it is
@@ -295,10 +296,8 @@ def pack_for_inference(model: nn.Module) -> int:
     ] + [(model, "output_layer", model.output_weight, model.output_bias)]
     decided: dict[tuple[int, int], tuple[str, ...]] = {}
     for module, name, w, b in targets:
-        layer = PackedLinear(w, b)
         shape = tuple(w.shape)
         if shape not in decided:
-            decided[shape] = _kernels(layer)
-        layer.keep(decided[shape])
-        setattr(module, name, layer)
+            decided[shape] = _kernels(PackedLinear(w, b))
+        setattr(module, name, PackedLinear(w, b, decided[shape]))
     return sum(isinstance(m, PackedLinear) and m.packed is not None for m in model.modules())

@@ -30,6 +30,11 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def server_url(host: str, port: int) -> str:
+    """The page's address as a browser takes it: an IPv6 host in brackets."""
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+
+
 def serve(
     model_dir: str | Path,
     host: str = "127.0.0.1",
@@ -47,9 +52,13 @@ def serve(
     from aiayn.decode.translator import Translator
 
     sock = _bind(host, port)  # a bad address or a port in use is said before the model loads
-    translator = Translator.load(model_dir, device=device, int8=int8)
+    try:
+        translator = Translator.load(model_dir, device=device, int8=int8)
+    except BaseException:
+        sock.close()
+        raise
     app = create_app(translator, settings)
-    url = f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}/"
+    url = server_url(host, sock.getsockname()[1])
     mode = ", int8" if int8 else ""
     print(f"aiayn serve: {model_dir}{mode} on {url} (API docs at {url}docs)", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
