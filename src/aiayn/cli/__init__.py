@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from aiayn.cli import parse as parse_cli
 from aiayn.cli import prepare as prepare_cli
+from aiayn.cli.options import add_device_option, add_set_option, counting_number
 from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
 from aiayn.errors import AiaynError
 from aiayn.malloc import run_under_tcmalloc
@@ -58,47 +59,6 @@ def _run_quickstart(args: argparse.Namespace) -> None:
 
 COMMANDS.append(_add_quickstart)
 COMMANDS.append(prepare_cli.add_prepare)
-
-
-def device_name(text: str) -> str:
-    """argparse type of --device: a device torch knows and this machine has (cpu, cuda, cuda:N, mps)."""
-    import torch
-
-    try:
-        device = torch.device(text)
-    except RuntimeError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a device (cpu, cuda, cuda:N, mps)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise argparse.ArgumentTypeError(f"{text}: no CUDA GPU here (torch.cuda.is_available() is False)")
-    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
-        raise argparse.ArgumentTypeError(f"{text}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise argparse.ArgumentTypeError(f"{text}: no Apple GPU (MPS) here")
-    if device.type not in ("cpu", "cuda", "mps"):
-        raise argparse.ArgumentTypeError(f"{text}: aiayn runs on cpu, cuda or mps, not {device.type}")
-    return text
-
-
-def counting_number(text: str) -> int:
-    """argparse type of a count (threads, images): an integer of 1 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
-
-
-def add_device_option(p: argparse.ArgumentParser, default: str | None = None) -> None:
-    """`--device`, checked as it is parsed (`device_name`); None: a GPU if there is one."""
-    where = f"default {default}" if default else "default: a GPU if there is one"
-    p.add_argument("--device", type=device_name, default=default, help=f"cpu, cuda, cuda:1 ... ({where})")
-
-
-def add_set_option(p: argparse.ArgumentParser, help: str) -> None:
-    """`--set KEY=VALUE` (repeatable) into `args.overrides`, for `overrides.apply_overrides`."""
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.cli import add_device_option
+from aiayn.cli.options import add_device_option
 from aiayn.config import DecodeConfig
 from aiayn.errors import AiaynError
 

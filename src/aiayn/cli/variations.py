@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.cli import add_device_option, add_set_option
+from aiayn.cli.options import add_device_option, add_set_option
 
 
 def add_variations(sub: argparse._SubParsersAction) -> None:

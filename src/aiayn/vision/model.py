@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from aiayn.config import ConfigError, Serializable, check_choice, check_number
+from aiayn.checks import ConfigError, check_choice, check_number
+from aiayn.config import Serializable
 from aiayn.model.dropout import dropout
 from aiayn.model.layers import ACTIVATIONS
 from aiayn.model.transformer import Encoder

@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 import yaml
 
-from aiayn.config import ConfigError, Serializable, check_choice, check_number, check_seed, load_yaml
+from aiayn.checks import ConfigError, check_choice, check_number, check_seed
+from aiayn.config import Serializable, load_yaml
 from aiayn.data.batching import BatchStream
 from aiayn.errors import AiaynError
 from aiayn.model.linear import route_linears
