@@ -5,7 +5,13 @@ import math
 import pytest
 import torch
 
-from aiayn.model.attention import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from aiayn.model.attention import (
+    KVCache,
+    MultiHeadAttention,
+    attention_backends,
+    causal_mask,
+    scaled_dot_product_attention,
+)
 
 
 def eq1_float64(q, k, v, mask=None):
@@ -113,3 +119,16 @@ def test_kv_cache_reorder_in_place_equals_a_gather():
     index = torch.tensor([0, 0, 3, 2, 4])  # rows 1, 2, 3 move, one of them onto a row read later
     cache.reorder(index)
     assert torch.equal(cache.k[:, :, :4], k[index]) and torch.equal(cache.v[:, :, :4], v[index])
+
+
+def test_gpu_attention_leaves_out_cudnn_and_cpu_attention_is_left_alone():
+    # cuDNN's attention builds a plan per new shape (0.1 s on an H100): never on token-bucketed batches
+    flags = torch.backends.cuda
+    state = lambda: (flags.cudnn_sdp_enabled(), flags.flash_sdp_enabled(), flags.mem_efficient_sdp_enabled())  # noqa: E731
+    before = state()
+    with attention_backends(torch.device("cuda", 0)):
+        assert not flags.cudnn_sdp_enabled()
+        assert flags.flash_sdp_enabled() and flags.mem_efficient_sdp_enabled() and flags.math_sdp_enabled()
+    with attention_backends(torch.device("cpu")):
+        assert state() == before
+    assert state() == before

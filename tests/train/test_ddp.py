@@ -85,3 +85,19 @@ def test_ranks_agree_on_a_flag_only_one_of_them_holds(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     answers = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
     assert answers == ["False True", "False True"]
+
+
+@pytest.mark.parametrize(
+    ("device", "local_rank", "want"), [("cuda", 1, "cuda:1"), ("cuda", 3, "cuda:1"), ("cuda:0", 1, "cuda:0")]
+)
+def test_device_cuda_is_this_ranks_own_gpu(monkeypatch, device, local_rank, want):
+    # `--device cuda` (no index) names the rank's own GPU: torch.cuda.set_device refuses a bare "cuda"
+    from aiayn.train import distributed
+
+    chosen = []
+    monkeypatch.setenv("LOCAL_RANK", str(local_rank))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    env = distributed.setup(device)
+    assert env.device == torch.device(want) and chosen == [torch.device(want)]

@@ -7,11 +7,24 @@ where True means "may attend".
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+# The fused kernels PyTorch may pick on a GPU, cuDNN's left out: it builds an execution plan for every
+# new shape, ~0.12 s each on an H100 (torch 2.11, measured: BENCHMARKS.md, "GPU"), and token-bucketed
+# batches and a growing decoder cache bring new shapes all the time. Flash and memory-efficient
+# attention take any shape at once.
+GPU_ATTENTION = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+def attention_backends(device: torch.device) -> contextlib.AbstractContextManager:
+    """The context that holds PyTorch's fused attention on `device` to GPU_ATTENTION (GPUs only)."""
+    return sdpa_kernel(GPU_ATTENTION) if device.type == "cuda" else contextlib.nullcontext()
 
 
 def causal_mask(q_len: int, k_len: int, device: torch.device | None = None) -> Tensor:
@@ -32,13 +45,14 @@ def scaled_dot_product_attention(
 
     q: (batch, heads, q_len, d_k); k: (batch, heads, k_len, d_k); v: (batch, heads, k_len, d_v);
     mask: bool, broadcastable to (batch, heads, q_len, k_len). Without `need_weights` this is
-    PyTorch's fused kernel (flash or memory-efficient attention where the device has it); with it,
+    PyTorch's fused kernel (on a GPU flash or memory-efficient attention: GPU_ATTENTION); with it,
     the explicit computation, which also returns the weights (batch, heads, q_len, k_len).
     """
     if not need_weights:
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
-        )
+        with attention_backends(q.device):
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
+            )
         return out, None
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (batch, heads, q_len, k_len)
     if is_causal:

@@ -42,6 +42,8 @@ def setup(device: str | None = None) -> DistEnv:
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     dev = torch.device(device) if device else pick_device(local_rank)
+    if dev.type == "cuda" and dev.index is None:  # `--device cuda`: this rank's own GPU
+        dev = pick_device(local_rank)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world_size > 1 and not dist.is_initialized():
