@@ -28,7 +28,10 @@ import torch
 
 from train_speed import BOS, DROPOUT, PAD, PRESETS, SMOOTHING, build_hf, smoothed_cross_entropy
 
-PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0, "L4": 121.0, "A10": 125.0}  # dense bf16
+# Dense bf16 TFLOP/s by the first name fragment that the GPU's name holds (vendor data sheets);
+# other GPUs: --peak-tflops.
+PEAK_TFLOPS = {"H100 PCIe": 756.0, "H100 NVL": 835.0, "H100": 989.4, "H200": 989.4, "A100": 312.0,
+               "L40S": 362.0, "L40": 181.0, "L4": 121.0}  # fmt: skip
 
 
 def build_aiayn(p: dict):
@@ -147,6 +150,8 @@ def main() -> int:
     args = p.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("gpu_train.py: no CUDA GPU here (--device cpu only tries the script)")
+    if args.device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(args.device).index or 0)  # synchronise and count on it
     torch.backends.cuda.matmul.allow_tf32 = True
     preset, peak = PRESETS[args.preset], peak_tflops(args)
     data = batches(preset["vocab"], 4, args.batch, args.len, args.device, args.seed)

@@ -87,9 +87,7 @@ def test_ranks_agree_on_a_flag_only_one_of_them_holds(tmp_path):
     assert answers == ["False True", "False True"]
 
 
-@pytest.mark.parametrize(
-    ("device", "local_rank", "want"), [("cuda", 1, "cuda:1"), ("cuda", 3, "cuda:1"), ("cuda:0", 1, "cuda:0")]
-)
+@pytest.mark.parametrize(("device", "local_rank", "want"), [("cuda", 1, "cuda:1"), ("cuda:0", 1, "cuda:0")])
 def test_device_cuda_is_this_ranks_own_gpu(monkeypatch, device, local_rank, want):
     # `--device cuda` (no index) names the rank's own GPU: torch.cuda.set_device refuses a bare "cuda"
     from aiayn.train import distributed
@@ -101,3 +99,17 @@ def test_device_cuda_is_this_ranks_own_gpu(monkeypatch, device, local_rank, want
     monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
     env = distributed.setup(device)
     assert env.device == torch.device(want) and chosen == [torch.device(want)]
+
+
+@pytest.mark.parametrize(("gpus", "message"), [(0, "but no CUDA GPU here"), (2, "but this machine has 2")])
+def test_device_cuda_without_a_gpu_for_the_rank_is_a_one_line_error(monkeypatch, gpus, message):
+    # never the CPU instead, never two ranks on one GPU (nccl refuses that later, less clearly)
+    from aiayn.errors import AiaynError
+    from aiayn.train import distributed
+
+    local = 3 if gpus else 0
+    monkeypatch.setenv("LOCAL_RANK", str(local))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    with pytest.raises(AiaynError, match=f"^device cuda: local rank {local} needs GPU {local}, {message}$"):
+        distributed.setup("cuda")

@@ -16,15 +16,32 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 # The fused kernels PyTorch may pick on a GPU, cuDNN's left out: it builds an execution plan for every
-# new shape, ~0.12 s each on an H100 (torch 2.11, measured: BENCHMARKS.md, "GPU"), and token-bucketed
+# new shape, 0.13 s each on an H100 (torch 2.11, measured: BENCHMARKS.md, "GPU"), and token-bucketed
 # batches and a growing decoder cache bring new shapes all the time. Flash and memory-efficient
 # attention take any shape at once.
 GPU_ATTENTION = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def attention_backends(device: torch.device) -> contextlib.AbstractContextManager:
-    """The context that holds PyTorch's fused attention on `device` to GPU_ATTENTION (GPUs only)."""
-    return sdpa_kernel(GPU_ATTENTION) if device.type == "cuda" else contextlib.nullcontext()
+    """The context in which PyTorch's fused attention on `device` leaves out cuDNN's (GPUs only).
+
+    Under torch.compile it is `sdpa_kernel(GPU_ATTENTION)`, which the compiler traces; run eagerly,
+    a context that switches off cuDNN's attention alone (2.6 us a call on the CPU side, against
+    30 us for `sdpa_kernel`, which a decoding step would pay once per layer).
+    """
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    return sdpa_kernel(GPU_ATTENTION) if torch.compiler.is_compiling() else _without_cudnn()
+
+
+@contextlib.contextmanager
+def _without_cudnn():
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(was)
 
 
 def causal_mask(q_len: int, k_len: int, device: torch.device | None = None) -> Tensor:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from aiayn.errors import AiaynError
+
 
 @dataclass(frozen=True)
 class DistEnv:
@@ -36,14 +38,23 @@ def pick_device(local_rank: int = 0) -> torch.device:
     return torch.device("cpu")
 
 
+def own_gpu(local_rank: int) -> torch.device:
+    """`--device cuda` (no index): the GPU of this machine's rank `local_rank`, one GPU per rank."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if local_rank >= count:
+        have = f"this machine has {count}" if count else "no CUDA GPU here"
+        raise AiaynError(f"device cuda: local rank {local_rank} needs GPU {local_rank}, but {have}")
+    return torch.device("cuda", local_rank)
+
+
 def setup(device: str | None = None) -> DistEnv:
     """Read torchrun's environment, start the process group if there is more than one rank."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     dev = torch.device(device) if device else pick_device(local_rank)
-    if dev.type == "cuda" and dev.index is None:  # `--device cuda`: this rank's own GPU
-        dev = pick_device(local_rank)
+    if dev.type == "cuda" and dev.index is None:
+        dev = own_gpu(local_rank)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world_size > 1 and not dist.is_initialized():
