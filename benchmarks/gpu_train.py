@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from train_speed import BOS, DROPOUT, PAD, PRESETS, SMOOTHING, build_hf, smoothed_cross_entropy
+from train_speed import DROPOUT, PAD, PRESETS, SMOOTHING, build_hf, make_batches, smoothed_cross_entropy
 
 # Dense bf16 TFLOP/s by the first name fragment that the GPU's name holds (vendor data sheets);
 # other GPUs: --peak-tflops.
@@ -87,14 +87,9 @@ def step_flops(p: dict, batch: int, src_len: int, tgt_len: int) -> float:
 
 
 def batches(vocab: int, n: int, batch: int, length: int, device: str, seed: int) -> list[tuple]:
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(n):
-        src = torch.randint(4, vocab, (batch, length), generator=g)
-        tgt = torch.randint(4, vocab, (batch, length), generator=g)
-        tgt_in = torch.cat([torch.full((batch, 1), BOS), tgt[:, :-1]], dim=1)
-        out.append(tuple(t.to(device) for t in (src, tgt_in, tgt)))
-    return out
+    """train_speed.py's random batches, `length` tokens on both sides, on `device`."""
+    made = make_batches(vocab, n, seed, batch, length, length)
+    return [tuple(t.to(device) for t in b) for b in made]
 
 
 def measure(name: str, args, data: list[tuple], compiled: bool) -> dict:

@@ -152,16 +152,18 @@ BUILDERS = {"aiayn": build_aiayn, "torch": TorchSeq2Seq.build, "hf": build_hf}
 
 
 # -- one worker per model -------------------------------------------------------------------------
-def make_batches(vocab: int, n: int, seed: int):
-    """n batches of (src, tgt_in, tgt_out), each (BATCH, len), random non-special tokens."""
+def make_batches(
+    vocab: int, n: int, seed: int, batch: int = BATCH, src_len: int = SRC_LEN, tgt_len: int = TGT_LEN
+):
+    """n batches of (src, tgt_in, tgt_out), each (batch, len), random non-special tokens."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
     out = []
     for _ in range(n):
-        src = torch.randint(4, vocab, (BATCH, SRC_LEN), generator=g)
-        tgt = torch.randint(4, vocab, (BATCH, TGT_LEN), generator=g)
-        tgt_in = torch.cat([torch.full((BATCH, 1), BOS), tgt[:, :-1]], dim=1)
+        src = torch.randint(4, vocab, (batch, src_len), generator=g)
+        tgt = torch.randint(4, vocab, (batch, tgt_len), generator=g)
+        tgt_in = torch.cat([torch.full((batch, 1), BOS), tgt[:, :-1]], dim=1)
         out.append((src, tgt_in, tgt))
     return out
 
