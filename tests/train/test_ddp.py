@@ -87,7 +87,9 @@ def test_ranks_agree_on_a_flag_only_one_of_them_holds(tmp_path):
     assert answers == ["False True", "False True"]
 
 
-@pytest.mark.parametrize(("device", "local_rank", "want"), [("cuda", 1, "cuda:1"), ("cuda:0", 1, "cuda:0")])
+@pytest.mark.parametrize(
+    ("device", "local_rank", "want"), [("cuda", 1, "cuda:1"), ("cuda:0", 1, "cuda:0"), (None, 1, "cuda:1")]
+)
 def test_device_cuda_is_this_ranks_own_gpu(monkeypatch, device, local_rank, want):
     # `--device cuda` (no index) names the rank's own GPU: torch.cuda.set_device refuses a bare "cuda"
     from aiayn.train import distributed
@@ -113,3 +115,6 @@ def test_device_cuda_without_a_gpu_for_the_rank_is_a_one_line_error(monkeypatch,
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
     with pytest.raises(AiaynError, match=f"^device cuda: local rank {local} needs GPU {local}, {message}$"):
         distributed.setup("cuda")
+    if gpus:  # no --device on a machine with GPUs: the same, not a GPU shared with rank 1
+        with pytest.raises(AiaynError, match=f"needs GPU {local}, {message}$"):
+            distributed.setup()

@@ -32,14 +32,13 @@ class DistEnv:
 
 
 def pick_device(local_rank: int = 0) -> torch.device:
-    """cuda:<local_rank> when a GPU is there, else the CPU."""
-    if torch.cuda.is_available():
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
-    return torch.device("cpu")
+    """The rank's own GPU (`own_gpu`) when there is a GPU, else the CPU."""
+    return own_gpu(local_rank) if torch.cuda.is_available() else torch.device("cpu")
 
 
 def own_gpu(local_rank: int) -> torch.device:
-    """`--device cuda` (no index): the GPU of this machine's rank `local_rank`, one GPU per rank."""
+    """cuda:<local_rank>, the GPU of this machine's rank `local_rank` (one GPU per rank: nccl refuses
+    two ranks on one GPU), for `--device cuda` and for no `--device` on a machine with GPUs."""
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if local_rank >= count:
         have = f"this machine has {count}" if count else "no CUDA GPU here"
