@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 DEB_PACKAGES := sword-text-sparv sword-text-kjv sword-text-web \
                 libreoffice-help-en-us libreoffice-help-de libreoffice-help-es dataset-fashion-mnist \
-                chromium chromium-driver libtcmalloc-minimal4
+                chromium chromium-driver libtcmalloc-minimal4 g++
 PIP_FLAGS := -q -c constraints.txt
 
 .PHONY: demo test test-fast bench lint deb venv clean
@@ -28,7 +28,8 @@ lint: venv
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 
-# Debian packages: the built-in corpora, Fashion-MNIST and Chromium for the browser test.
+# Debian packages: the built-in corpora, Fashion-MNIST, Chromium for the browser test, and g++ for
+# the native decoding step (aiayn.model.native_step, built on first use).
 # Skipped when every package is already installed.
 deb:
 	@if ! dpkg -s $(DEB_PACKAGES) >/dev/null 2>&1; then \

@@ -45,6 +45,7 @@ from aiayn.decode.stepper import decode_batch
 from aiayn.interop.marian_import import config_from_marian, resolve_embeddings
 from aiayn.interop.weights import marian_to_aiayn
 from aiayn.model.linear import pack_for_inference
+from aiayn.model.native_step import attach_native_decoder
 from aiayn.model.quantize import quantize_int8
 from aiayn.model.transformer import Transformer
 from workers import stop_workers  # benchmarks/, the script's own directory
@@ -214,6 +215,8 @@ def aiayn_system(model: Transformer, src: torch.Tensor, args: argparse.Namespace
         model = quantize_int8(model)
     elif args.device == "cpu":
         pack_for_inference(model)  # as Translator.load does: oneDNN-packed weights where they pay
+    if args.device == "cpu" and args.native:
+        print(f"aiayn native decoding step: {attach_native_decoder(model)}", flush=True)
     new = args.new_tokens
 
     def translate(beam: int) -> list[list[int]]:
@@ -311,6 +314,12 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-int8", dest="int8", action="store_false", help="skip the int8 rows (CPU only)")
+    p.add_argument(
+        "--python-step",
+        dest="native",
+        action="store_false",
+        help="decode with the Python step, not the native one (aiayn.model.native_step)",
+    )
     p.add_argument("--json", type=Path, help="write the result rows here (for run_all.py)")
     args = p.parse_args()
     rows, results = run(args)

@@ -67,6 +67,7 @@ def test_json_report_has_every_key_with_its_type(capsys):
     assert rep["matmul"] is None
     assert isinstance(rep["kernels"]["enabled"], bool) and "reason" in rep["kernels"]
     assert rep["int8"]["name"] in ("vnni", "no-vnni") and isinstance(rep["int8"]["engine"], str)
+    assert isinstance(rep["native"]["available"], bool) and rep["native"]["reason"]
     assert isinstance(rep["gpus"], list) and isinstance(rep["mps"], bool)
     assert rep["cuda"] is None or isinstance(rep["cuda"], str)
     assert set(rep["optional"]) == set(doctor.OPTIONAL)
@@ -132,7 +133,8 @@ def test_human_report_has_one_line_per_idea(capsys, broken_module):
     assert main(["doctor", "--no-measure"]) == 0
     lines = capsys.readouterr().out.splitlines()
     labels = [line.split()[0] for line in lines if line[:1].strip()]
-    for label in ("versions", "cpu", "threads", "malloc", "matmul", "kernels", "int8", "gpus", "optional"):
+    labels_wanted = ("versions", "cpu", "threads", "malloc", "matmul", "kernels", "int8", "decoding", "gpus")
+    for label in labels_wanted + ("optional",):
         assert label in labels
     text = "\n".join(lines)
     assert "aiayn_no_such_module missing (No module named" in text

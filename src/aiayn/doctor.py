@@ -6,7 +6,8 @@ to); torch's threads and the environment variables that change threads or kernel
 allocator the process runs on (glibc's malloc, or tcmalloc / jemalloc preloaded); measured float32
 matrix-product speed through MKL (`F.linear`) and through oneDNN, the two paths of
 `aiayn.model.linear` (the products of sections 3.2.2, 3.3 and 3.4); which of them the model uses;
-the int8 path (`--int8`); GPUs; and whether each optional dependency imports.
+the int8 path (`--int8`); whether decoding steps run as one native call; GPUs; and whether each
+optional dependency imports.
 
 `report()` returns a JSON-ready dict, `format_report()` the human table. Nothing here raises for a
 missing or broken optional module, a missing /proc/cpuinfo or an absent GPU: it is reported.
@@ -202,6 +203,13 @@ def int8() -> dict:
     return {**path, "engine": torch.backends.quantized.engine}
 
 
+def native() -> dict:
+    """Whether decoding steps run as one native call (`aiayn.model.native_step`; built on first use)."""
+    from aiayn.model.native_step import native_status
+
+    return native_status()
+
+
 def gpus() -> list[dict]:
     """One entry per CUDA device: name, memory (GiB), compute capability, bf16 support."""
     if not torch.cuda.is_available():
@@ -261,6 +269,7 @@ def report(measure: bool = True) -> dict:
         "matmul": matmul_gflops() if measure else None,
         "kernels": kernels(),
         "int8": int8(),
+        "native": native(),
         "gpus": gpus(),
         "cuda": torch.version.cuda,
         "mps": _mps_available(),
@@ -356,7 +365,9 @@ def _kernel_lines(rep: dict) -> list[str]:
     if "activation_bits" in q and "weight_bits" in q:
         int8_text += f": {q['activation_bits']}-bit inputs x {q['weight_bits']}-bit weights"
     int8_text += f", engine {q['engine']}" + (f" ({q['why']})" if q.get("why") else "")
-    return _text_lines("kernels", linear) + _text_lines("int8", int8_text)
+    n = rep["native"]
+    step = ("native" if n["available"] else "Python") + f" ({n['reason']})"
+    return _text_lines("kernels", linear) + _text_lines("int8", int8_text) + _text_lines("decoding", step)
 
 
 def _gpu_lines(rep: dict) -> list[str]:

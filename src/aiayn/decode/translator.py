@@ -41,6 +41,7 @@ from aiayn.decode.stepper import Controls, decode_batch, source_limit, target_li
 from aiayn.errors import AiaynError, TextError
 from aiayn.model.io import load_model_dir
 from aiayn.model.linear import pack_for_inference
+from aiayn.model.native_step import attach_native_decoder
 from aiayn.model.quantize import check_int8_device, is_int8, quantize_int8
 from aiayn.model.transformer import Transformer
 from aiayn.tokenizers import load_tokenizer
@@ -129,6 +130,8 @@ class Translator:
                 quantize_int8(model)
             else:
                 pack_for_inference(model)  # weights reordered once for oneDNN, where that measures faster
+            if model.output_weight.device.type == "cpu":
+                attach_native_decoder(model)  # one native call a decoding step, where it builds
         (model, info), others = loaded[0], [m for m, _ in loaded[1:]]
         return cls(model, tokenizers[0], info, others)
 

@@ -176,6 +176,7 @@ def quantize_int8(model: nn.Module, output_layer: bool = True, path: Int8Path | 
     check_int8_device(next(model.parameters()).device)
     path = path or choose_int8_path()
     model.eval()
+    model.native_decoder = None  # it computes with the float32 layers: attach again after
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, nn.Linear | PackedLinear):  # float32 layers, however they compute

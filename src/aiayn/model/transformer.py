@@ -147,6 +147,7 @@ class Transformer(nn.Module):
             hold_row_at_zero(self.tgt_embed.weight, config.pad_id)
         self._init_projections()
         self._n_parameters = sum(p.numel() for p in self.parameters())  # shared ones once
+        self.native_decoder = None  # aiayn.model.native_step.attach_native_decoder sets it
 
     @staticmethod
     def _positions(config: ModelConfig) -> nn.Module:
@@ -254,8 +255,16 @@ class Transformer(nn.Module):
         return DecoderState(caches, cross, memory_mask, beam)
 
     def decode_step(self, tokens: Tensor, state: DecoderState) -> Tensor:
-        """tokens (batch,) at position state.step -> logits (batch, vocab); advances the state."""
+        """tokens (batch,) at position state.step -> logits (batch, vocab); advances the state.
+
+        Without gradients, with a `native_decoder` attached (aiayn.model.native_step), the decoder's
+        layers and the output layer run as one native call.
+        """
         x = self._embed(tokens[:, None], self.tgt_embed, self.tgt_pos, offset=state.step)
+        native = self.native_decoder  # no gradients: inference only
+        if native is not None and not (self.training or torch.is_grad_enabled()) and native.valid_for(self):
+            state.step += 1
+            return native.step(x[:, 0], state)
         h = self.decoder(x, None, state.memory_mask, state=state)  # (batch, 1, d_model)
         state.step += 1
         return self.logits(h[:, 0])
