@@ -121,6 +121,18 @@ def test_searches_find_the_same_translations(beam):
         assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-4)
 
 
+@torch.inference_mode()
+def test_native_decoding_leaves_the_weights_as_they_were():
+    """Every row count, one row too (where a broadcast bias is already contiguous)."""
+    model = model_of(final_logits_bias=True)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    attach_native_decoder(model)
+    for rows in (1, 3):
+        step_logits(model, sources(rows, model.config.pad_id), torch.randint(4, 90, (rows, 3)), 1)
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, before[name]), name
+
+
 def test_python_step_with_gradients_or_in_training():
     model = model_of()
     attach_native_decoder(model)
