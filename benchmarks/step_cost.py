@@ -7,7 +7,7 @@ and 64 words: its kernels cost next to nothing, so its step is the fixed cost of
 into PyTorch or CTranslate2, the Python around them, the search's bookkeeping). Each system runs in
 its own process, one after the other (as in decode.py); float32, CPU.
 
-    python benchmarks/step_cost.py [--size tiny|mini|base] [--threads 1] [--new-tokens 50]
+    python benchmarks/step_cost.py [--size tiny|mini|base] [--threads 1] [--new-tokens 50] [--python-step]
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def measure(system: str, args: argparse.Namespace) -> dict:
                 threads=args.threads,
                 alpha=0.6,
                 new_tokens=new,
+                native=args.native,
             )
             if system == "ct2":
                 translate = decode.ct2_system(src, "float32", options, ct2_dir)
@@ -72,6 +73,12 @@ def main() -> int:
     p.add_argument("--src-len", type=int, default=30)
     p.add_argument("--new-tokens", type=int, default=50)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument(
+        "--python-step",
+        dest="native",
+        action="store_false",
+        help="aiayn with the Python decoding step, not the native one (aiayn.model.native_step)",
+    )
     p.add_argument("--system", choices=SYSTEMS, help=argparse.SUPPRESS)  # a worker's own system
     args = p.parse_args()
     if args.system:
