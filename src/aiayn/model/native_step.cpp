@@ -172,6 +172,20 @@ struct NativeDecoder : torch::CustomClassHolder {
     TORCH_CHECK(int64_t(cache_k.size()) == n_layers && int64_t(cache_v.size()) == n_layers &&
                     int64_t(cross_k_t.size()) == n_layers && int64_t(cross_v.size()) == n_layers,
                 "one cache per decoder layer expected");
+    TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat, "x must be (rows, d_model) float32");
+    const int64_t rows = x.size(0), n = cross_k_t[0].size(0);
+    TORCH_CHECK(n > 0 && rows % n == 0, rows, " rows are not a whole number of beams for ", n, " sentences");
+    for (int64_t i = 0; i < n_layers; ++i) {
+      TORCH_CHECK(cache_k[i].sizes() == at::IntArrayRef({rows, heads, cache_k[0].size(2), d_k}) &&
+                      cache_v[i].sizes() == at::IntArrayRef({rows, heads, cache_k[0].size(2), d_v}),
+                  "layer ", i, ": a self-attention cache is not (rows, heads, capacity, d_k or d_v)");
+      TORCH_CHECK(cross_k_t[i].dim() == 4 && cross_k_t[i].size(0) == n && cross_k_t[i].size(1) == heads &&
+                      cross_k_t[i].size(2) == d_k && cross_v[i].sizes() == at::IntArrayRef({n, heads,
+                      cross_k_t[i].size(3), d_v}),
+                  "layer ", i, ": the encoder's keys and values are not (n, heads, d_k, src), (n, heads, src, d_v)");
+    }
+    TORCH_CHECK(!mask || (mask->dim() == 4 && mask->size(0) == n && mask->size(-1) == cross_k_t[0].size(3)),
+                "the source mask is not (n, 1, 1, src)");
     TORCH_CHECK(length < cache_k[0].size(2), "KV cache holds ", cache_k[0].size(2), " positions; step ",
                 length + 1, " does not fit");
     x = x.contiguous();

@@ -1,26 +1,34 @@
 """The decoder's incremental step (3.1, decoding with cached keys and values) as one native call.
 
 A decoding step on the CPU runs about 30 small operations per decoder layer for a few rows; each
-costs 10-20 us of Python and dispatch besides its kernel, as much again as the matrix products at
-the tiny preset's size (BENCHMARKS.md, "Session 15"). `native_step.cpp` runs the same operations,
-with the same kernels (MKL through `at::linear`, oneDNN on the weights `pack_for_inference` packed,
-FBGEMM's int8 products of `quantize_int8`), in one call from C++. Its results equal the Python
-step's up to float32 summation order (tests/model/test_native_step.py).
+costs 10-20 us of Python besides its kernel, as much again as the matrix products at the tiny
+preset's size (BENCHMARKS.md, "Session 15"). `native_step.cpp` calls the same ATen operations from
+C++, with the same kernels for the products (MKL through `at::linear`, oneDNN on the weights
+`pack_for_inference` packed, with ReLU fused there; FBGEMM's int8 products of `quantize_int8`);
+self-attention of the one new position is Eq. 1 written out (`bmm`, softmax, `bmm`) where the
+Python step calls PyTorch's fused kernel. Its logits equal the Python step's up to float32
+summation order (tests/model/test_native_step.py).
 
-It is built on first use with the system's C++ compiler against the installed PyTorch (about a
-minute, once: the library is cached under ~/.cache/aiayn/native, keyed by the source, PyTorch's
-version and the compiler) and loaded with `torch.ops.load_library`: no Python extension module, no
-build step at install. Without a compiler, or where the build fails, decoding stays in Python and
-`native_status()` (shown by `aiayn doctor`) says why. `AIAYN_NATIVE=0` switches it off.
+It is built on first use with the system's C++ compiler against the installed PyTorch (about 20 s,
+once: the library is cached under ~/.cache/aiayn/native, keyed by the source, the compiler, the
+command and PyTorch) and loaded with `torch.ops.load_library`: no Python extension module, no build
+step at install. Without a compiler, where the build or loading fails, or where a first one-row step
+fails when it is attached, decoding stays in Python and `native_status()` (shown by `aiayn doctor`)
+or `attach_native_decoder` says why. `AIAYN_NATIVE=0` switches it off.
 
 `attach_native_decoder(model)` gives a float32 (or int8) CPU Transformer its `native_decoder`;
-`Transformer.decode_step` uses it when decoding without gradients on the CPU.
+`Transformer.decode_step` uses it when decoding without gradients, in eval mode. It holds the
+model's weights by reference: attach after the weights are final (`Translator.load` does). A layer
+or Parameter put in place of one of the model's, or a weight moved or cast, sends decoding back to
+Python; a copy or a pickle of the model decodes in Python until attached again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,13 +45,18 @@ from aiayn.model.linear import PackedLinear
 
 SOURCE = Path(__file__).with_name("native_step.cpp")
 ENV = "AIAYN_NATIVE"  # 0: decode in Python
+BUILD_SECONDS = 600  # a compiler that takes longer is given up on (decoding stays in Python)
 _ACTIVATION_IDS = {name: i for i, name in enumerate(("relu", "gelu", "swish"))}  # native_step.cpp
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "loaded": bool, "reason": str, "path": str
 
 
-def _compiler() -> str | None:
-    return os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+def _compiler() -> list[str] | None:
+    """The C++ compiler's command (CXX may hold a launcher too: "ccache g++"), or None."""
+    if os.environ.get("CXX", "").strip():
+        return shlex.split(os.environ["CXX"])
+    found = shutil.which("c++") or shutil.which("g++")
+    return [found] if found else None
 
 
 def _cache_dir() -> Path:
@@ -51,24 +64,32 @@ def _cache_dir() -> Path:
     return Path(base) / "aiayn" / "native"
 
 
-def _command(compiler: str, source: Path, out: Path) -> list[str]:
+def _command(compiler: list[str], source: Path, out: Path) -> list[str]:
     root = Path(torch.__file__).parent
     include, lib = root / "include", root / "lib"
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     return [
-        compiler, "-O2", "-std=c++17", "-shared", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+        *compiler, "-O2", "-std=c++17", "-shared", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
         f"-I{include}", f"-I{include / 'torch' / 'csrc' / 'api' / 'include'}", str(source), "-o", str(out),
         f"-L{lib}", "-lc10", "-ltorch_cpu", "-ltorch", f"-Wl,-rpath,{lib}",
     ]  # fmt: skip
 
 
-def _library_path(compiler: str) -> Path:
-    """Where the library built from this source by `compiler` for this PyTorch is cached."""
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
-    key = hashlib.sha256(
-        SOURCE.read_bytes() + torch.__version__.encode() + version.encode() + sys.platform.encode()
-    ).hexdigest()[:16]
+def _library_path(compiler: list[str]) -> Path:
+    """Where the library built from this source by `compiler` for this PyTorch is cached: keyed by
+    the source, the compiler's version, the whole command (flags, PyTorch's headers and ABI) and the
+    platform."""
+    version = subprocess.run([*compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+    parts = [torch.__version__, version, " ".join(_command(compiler, SOURCE, Path("out"))), sys.platform]
+    parts.append(platform.machine())
+    key = hashlib.sha256(SOURCE.read_bytes() + "\0".join(parts).encode()).hexdigest()[:16]
     return _cache_dir() / key / "aiayn_native_step.so"
+
+
+def _first_error(stderr: str) -> str:
+    """The compiler's first error line (its last lines are usually "compilation terminated.")."""
+    lines = stderr.strip().splitlines() or ["no output"]
+    return next((line for line in lines if "error" in line), lines[-1]).strip()
 
 
 def build() -> Path:
@@ -82,10 +103,10 @@ def build() -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
         out = Path(tmp) / path.name
-        done = subprocess.run(_command(compiler, SOURCE, out), capture_output=True, text=True)
+        command = _command(compiler, SOURCE, out)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_SECONDS)
         if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError(f"{compiler} failed to build {SOURCE.name}: {last}")
+            raise RuntimeError(f"{compiler[0]} failed to build {SOURCE.name}: {_first_error(done.stderr)}")
         os.replace(out, path)  # atomic: another process building at once finds a whole file
     return path
 
@@ -100,8 +121,12 @@ def load() -> bool:
                 return False
             try:
                 path = build()
-                torch.ops.load_library(str(path))
-            except (RuntimeError, OSError) as e:
+                try:
+                    torch.ops.load_library(str(path))
+                except OSError:  # a cached library that no longer loads: built again, once
+                    path.unlink(missing_ok=True)
+                    torch.ops.load_library(str(build()))
+            except (RuntimeError, OSError, subprocess.SubprocessError) as e:
                 _state["reason"] = f"not available ({e}): decoding steps run in Python"
             else:
                 _state.update(loaded=True, path=str(path), reason="built and loaded: one native call a step")
@@ -134,17 +159,21 @@ class NativeDecoder:
 
     def __init__(self, decoder: torch.ScriptObject, model: nn.Module) -> None:
         self._decoder = decoder
-        self._anchor = model.output_weight  # its storage changes if the model is moved or cast
-        self._pointer = self._anchor.data_ptr()
         self.stale = False  # set when one of the watched modules gets a new layer or Parameter
+        # Every float tensor it reads, with where its data was: `.to`, `.half` or `param.data = ...`
+        # move it, and then the model decodes in Python again.
+        held = [*model.decoder.parameters(), model.output_weight, model.output_bias]
+        self._held = [(p, p.data_ptr()) for p in held if p is not None]
+        self._layers = len(model.decoder.layers)
         for module in [model, *model.decoder.modules(), model.output_layer]:
             _watched[module] = self
 
     def valid_for(self, model: nn.Module) -> bool:
-        """Whether it still computes `model`'s own layers and weights (none replaced by a new layer or
-        Parameter, nor moved or cast by `.to`, `.half`, ...)."""
-        anchor = self._anchor
-        return not self.stale and model.output_weight is anchor and anchor.data_ptr() == self._pointer
+        """Whether it still computes `model`'s own layers and weights: none replaced by a new layer
+        or Parameter, removed, or moved or cast (`.to`, `.half`, `param.data = ...`)."""
+        if self.stale or len(model.decoder.layers) != self._layers:
+            return False
+        return all(p.data_ptr() == where for p, where in self._held)
 
     def step(self, x: Tensor, state) -> Tensor:
         """x (rows, d_model), the embedded tokens at `state.step` -> logits (rows, vocab); appends
@@ -227,5 +256,12 @@ def attach_native_decoder(model: nn.Module) -> str:
         native.add_norm(model.decoder.norm.weight.detach(), model.decoder.norm.bias.detach())
     if not _add_linear(native, model.output_layer, model.output_weight, model.output_bias):
         return f"an output layer of kind {type(model.output_layer).__name__}"
-    model.native_decoder = NativeDecoder(native, model)
+    decoder = NativeDecoder(native, model)
+    try:  # one step of one row: a kernel this PyTorch cannot run fails here, not while translating
+        with torch.inference_mode():
+            memory = model.output_weight.new_zeros(1, 1, c.d_model)
+            decoder.step(memory[:, 0], model.start_decoding(memory, None, 1))
+    except RuntimeError as e:
+        return f"its first step failed ({str(e).splitlines()[0]}): decoding steps run in Python"
+    model.native_decoder = decoder
     return "native"

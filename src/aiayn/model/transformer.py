@@ -263,8 +263,9 @@ class Transformer(nn.Module):
         x = self._embed(tokens[:, None], self.tgt_embed, self.tgt_pos, offset=state.step)
         native = self.native_decoder  # no gradients: inference only
         if native is not None and not (self.training or torch.is_grad_enabled()) and native.valid_for(self):
+            logits = native.step(x[:, 0], state)
             state.step += 1
-            return native.step(x[:, 0], state)
+            return logits
         h = self.decoder(x, None, state.memory_mask, state=state)  # (batch, 1, d_model)
         state.step += 1
         return self.logits(h[:, 0])
