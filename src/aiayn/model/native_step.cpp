@@ -2,10 +2,11 @@
 // decoding), every layer in one native call: what aiayn.model.native_step builds and loads.
 //
 // The Python decoder step runs about 30 small ATen operations per layer, each paying 10-20 us of
-// Python and dispatch on top of its kernel; at the sizes translation uses on a CPU that overhead
-// is as large as the matrix products (BENCHMARKS.md, "Session 15"). Here the same operations are
-// called from C++, in the same order and with the same kernels (MKL's sgemm through at::linear, or
-// oneDNN with a weight packed once, or FBGEMM's int8 products), so the results agree with the
+// Python on top of its kernel; at the sizes translation uses on a CPU that overhead is as large as
+// the matrix products (BENCHMARKS.md, "Session 15"). Here the operations are called from C++ with
+// the same kernels for the products (MKL's sgemm through at::linear, oneDNN with a weight packed
+// once, ReLU fused there, or FBGEMM's int8 products); self-attention of the new position is Eq. 1
+// written out (bmm, softmax, bmm) where Python calls the fused kernel. The results agree with the
 // Python step up to float32 summation order. Shapes: rows = sentences x beam hypotheses
 // (sentence-major), d = d_model, h = heads.
 #include <ATen/ATen.h>
