@@ -9,7 +9,10 @@ same `--sentences` random sources of `--src-len` tokens (EOS included) in one ba
 runs in its own worker process (spawned: CTranslate2's and PyTorch's thread pools never share a
 process); the systems take turns, one at a time, for `--repeats` rounds after a warm-up run each. HF runs with
 num_beams=4, length_penalty=alpha (aiayn: length_penalty_style="len", its equivalent), greedy with
-num_beams=1. Reported: output tokens per second (best of --repeats) and speed ratios (> 1: aiayn is
+num_beams=1. CTranslate2 runs with return_scores=True: each system returns every hypothesis's score,
+as aiayn's searches always do (without it CTranslate2's greedy search skips the log-softmax of every
+step, its src/decoding.cc: "Compute log probs only if required"; HF's greedy `generate` computes no
+scores either way). Reported: output tokens per second (best of --repeats) and speed ratios (> 1: aiayn is
 faster), and how many sentences get exactly HF's output tokens.
 
 On the CPU aiayn's float32 model gets the weight packing `Translator.load` gives it
@@ -189,7 +192,7 @@ def ct2_system(src: torch.Tensor, compute_type: str, args: argparse.Namespace, c
     def translate(beam: int) -> list[list[int]]:
         results = translator.translate_batch(
             batch, beam_size=beam, length_penalty=args.alpha, max_decoding_length=args.new_tokens,
-            min_decoding_length=args.new_tokens, max_batch_size=len(batch),
+            min_decoding_length=args.new_tokens, max_batch_size=len(batch), return_scores=True,
         )  # fmt: skip
         return [[ids[t] for t in r.hypotheses[0]] for r in results]
 

@@ -1,11 +1,13 @@
 """Where aiayn's training step spends its time: steps back to back, then `torch.profiler`'s table.
 
-The model, batches, loss and Adam of `train_speed.py` (aiayn only, one process), the matrix-product
-backend chosen as its trainer does; prints the milliseconds of `--steps` timed steps and the ops
-that took the most time over `--profiled` more. Not a comparison with a peer (that is
-`train_speed.py`): the profile that says what to change next.
+The model, batches, loss and Adam of `train_speed.py` (aiayn, or with `--model` one of its peers, in
+one process), aiayn's matrix-product backend chosen as its trainer does; prints the milliseconds of
+`--steps` timed steps, the ops that took the most time over `--profiled` more, and the share of the
+matrix products (`mm`, `addmm`, `bmm`, oneDNN's linear): the part of a step that the same BLAS
+makes equal between aiayn and a peer, so what a faster step can still gain. Not a comparison with
+a peer (that is `train_speed.py`): the profile that says what to change next.
 
-    python benchmarks/profile_train_step.py --preset tiny --threads 2
+    python benchmarks/profile_train_step.py --preset tiny --threads 2 [--model hf]
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).parent))
 import train_speed  # noqa: E402
 
+PRODUCTS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "mkldnn::_linear_pointwise"}
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", choices=train_speed.PRESETS, default="tiny")
+    p.add_argument("--model", choices=train_speed.MODELS, default="aiayn")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--profiled", type=int, default=2)
@@ -33,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     preset = train_speed.PRESETS[args.preset]
-    model, loss_fn = train_speed.build_aiayn(preset)
+    model, loss_fn = train_speed.BUILDERS[args.model](preset)
     model.train()
     optimizer = train_speed.make_optimizer([q for q in model.parameters() if q.requires_grad], "fused")
     batches = train_speed.make_batches(preset["vocab"], 4, 0)
@@ -47,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         optimizer.step()
         done += 1
 
-    train_speed.choose_backend(step)
+    if args.model == "aiayn":
+        train_speed.choose_backend(step)
     step()
     times = []
     for _ in range(args.steps):
@@ -58,7 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(args.profiled):
             step()
-    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
+    events = prof.key_averages()
+    print(events.table(sort_by="self_cpu_time_total", row_limit=args.rows))
+    total = sum(e.self_cpu_time_total for e in events)
+    products = sum(e.self_cpu_time_total for e in events if e.key in PRODUCTS)
+    per_step = lambda us: us / 1e3 / args.profiled  # noqa: E731
+    print(f"{args.model}: matrix products {products / total:.1%} of the profiled time "
+          f"({per_step(products):.0f} of {per_step(total):.0f} ms a step)")  # fmt: skip
     return 0
 
 
