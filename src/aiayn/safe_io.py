@@ -156,13 +156,14 @@ def vacant(path: str | Path) -> bool:
 
 
 @contextmanager
-def building_directory(out: str | Path) -> Iterator[Path]:
+def building_directory(out: str | Path, what: str = "--out") -> Iterator[Path]:
     """An empty hidden directory beside `out` to build in; it replaces `out` when the block succeeds.
 
     If the block raises, the work is removed and `out` is untouched. Every file is fsynced before the
-    rename, so that after a crash `out` holds all of the new files or the old directory.
+    rename, so that after a crash `out` holds all of the new files or the old directory. A file at
+    `out` or on the way to it is a one-line AiaynError (`what` names the option), before anything is made.
     """
-    out = Path(out)
+    out = check_dir_path(out, what)
     out.parent.mkdir(parents=True, exist_ok=True)
     with _holding(out.parent):
         _clean_leftovers(out)

@@ -18,6 +18,8 @@ from aiayn.safe_io import output_dir
 
 # -- training curves --------------------------------------------------------------------------------
 
+PLOTTED_KEYS = ("step", "loss", "lr", "dev_loss", "dev_loss_shuffled", "dev_bleu")  # numbers or null
+
 
 def read_metrics(path: str | Path, warn: Callable[[str], None] | None = None) -> dict[str, list[dict]]:
     """metrics.jsonl -> rows grouped by kind ("train", "dev"), in file order.
@@ -56,6 +58,10 @@ def _metrics_row(path: Path, number: int, line: str, torn: bool, warn: Callable[
         raise AiaynError(f"{path}:{number}: invalid JSON: {err.msg}") from None
     if not isinstance(row, dict):
         raise AiaynError(f"{path}:{number}: not a JSON object")
+    for key in PLOTTED_KEYS:
+        value = row.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise AiaynError(f"{path}:{number}: {key} is {json.dumps(value)[:40]}, not a number")
     return row
 
 

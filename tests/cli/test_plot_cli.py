@@ -84,3 +84,13 @@ def test_rows_without_a_step_are_left_out(tmp_path, capsys):
     run = write_run(tmp_path, good_lines() + [json.dumps({"kind": "train", "loss": 1.0})])
     assert main(["plot", str(run)]) == 0
     assert (run / "plots" / "lr.png").read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize(("key", "value"), [("loss", "abc"), ("step", [3]), ("dev_bleu", True)])
+def test_a_value_that_is_not_a_number_is_named_by_file_and_line(tmp_path, capsys, key, value):
+    row = {"kind": "dev" if key == "dev_bleu" else "train", "step": 5, "loss": 4.0, key: value}
+    run = write_run(tmp_path, good_lines() + [json.dumps(row)])
+    assert main(["plot", str(run)]) == 2
+    expected = f"{run / 'metrics.jsonl'}:5: {key} is {json.dumps(value)}, not a number"
+    assert one_line_error(capsys).endswith(expected)
+    assert not (run / "plots").exists()

@@ -224,3 +224,9 @@ def test_libreoffice_unit_parser(tmp_path):
         "p2": "Cell",
         "c1": "",
     }
+
+
+def test_an_unknown_corpus_names_every_built_in_one():
+    with pytest.raises(AiaynError) as caught:
+        get_corpus("bible-es-eng")
+    assert all(name in str(caught.value) for name in (*CORPORA, "synthetic-trees (parsing)"))

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -80,8 +81,10 @@ def test_data_directory_layout_and_counts(tmp_path, corpus):
 def test_rerun_does_nothing_unless_force(tmp_path, corpus, capsys):
     out = _prepare_corpus(tmp_path / "data", corpus)
     stamp = (out / "meta.json").stat().st_mtime_ns
-    _prepare_corpus(out, corpus)
+    capsys.readouterr()
+    _prepare_corpus(out, corpus)  # without progress bars, still said
     assert (out / "meta.json").stat().st_mtime_ns == stamp
+    assert "is already prepared; pass --force" in capsys.readouterr().err
     _prepare_corpus(out, corpus, force=True)
     assert (out / "meta.json").stat().st_mtime_ns != stamp
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
@@ -106,6 +109,30 @@ def test_a_prepared_directory_is_reused_only_for_its_own_corpus(tmp_path, corpus
     with pytest.raises(AiaynError, match=r"already prepared from another corpus \(files"):
         prepare(out, "bible-es-en", progress=False)
     assert (out / "meta.json").read_text() == meta
+
+
+def test_the_same_files_named_otherwise_are_the_same_corpus(tmp_path, corpus, monkeypatch):
+    """meta.json records absolute paths: a relative name from another directory is the same file,
+    and the same relative name from another directory is another file."""
+    out = _prepare_corpus(tmp_path / "data", corpus)
+    assert DataDir(out).meta["inputs"]["train"]["src"] == str(corpus[0].resolve())
+    monkeypatch.chdir(corpus[0].parent)
+    relative = (Path(corpus[0].name), Path(corpus[1].name), *corpus[2:])
+    stamp = (out / "meta.json").stat().st_mtime_ns
+    _prepare_corpus(out, relative)
+    assert (out / "meta.json").stat().st_mtime_ns == stamp
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for path in corpus[:2]:
+        (elsewhere / path.name).write_text("uno dos\n", encoding="utf-8")
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(AiaynError, match="already prepared from another corpus"):
+        _prepare_corpus(out, relative)
+
+
+def test_out_under_a_file_is_a_one_line_error(tmp_path, corpus):
+    with pytest.raises(AiaynError, match=rf"^--out {corpus[0]}/sub: a file is there, not a directory$"):
+        _prepare_corpus(corpus[0] / "sub", corpus)
 
 
 def test_a_failed_run_leaves_nothing_that_looks_complete(tmp_path, corpus, monkeypatch):
@@ -322,7 +349,7 @@ def test_long_held_out_pairs_stay_in_raw_text_but_out_of_the_shards(tmp_path, co
     lines = _lines(valid[0])
     lines[2] = "water " * 60  # more than max_len=40 pieces
     valid[0].write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    out = _prepare_corpus(tmp_path / "data", corpus, progress=True)
+    out = _prepare_corpus(tmp_path / "data", corpus)  # --no-progress hides bars, not notes
     meta = DataDir(out).meta
     assert meta["long_held_out"] == {
         "valid": {"pairs": 1, "first": f"{valid[0]}:3"},

@@ -55,6 +55,9 @@ def test_missing_or_truncated_split(tmp_path):
         f.truncate(2)
     with pytest.raises(AiaynError, match="does not match"):
         TokenDataset(tmp_path, "train")
+    (tmp_path / "train.tgt.bin").unlink()
+    with pytest.raises(AiaynError, match=rf"^{tmp_path / 'train.tgt.bin'}: missing token file; prepare"):
+        TokenDataset(tmp_path, "train")
 
 
 @pytest.mark.parametrize(

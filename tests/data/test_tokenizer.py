@@ -65,3 +65,15 @@ def test_load_errors(tmp_path):
     (tmp_path / "junk.model").write_bytes(b"not a model")
     with pytest.raises(AiaynError, match="not a SentencePiece model"):
         Tokenizer.load(tmp_path / "junk.model")
+
+
+def test_a_vocabulary_smaller_than_the_characters_says_the_size_to_use(tmp_path):
+    """SentencePiece needs a piece per character; fewer is a one-line error with the size it needs."""
+    with pytest.raises(AiaynError) as caught:
+        Tokenizer.train(SENTENCES, tmp_path / "spm.model", vocab_size=20)
+    needed = len(set("".join(SENTENCES))) + 4  # every character (the space as "▁") and 4 specials
+    assert str(caught.value) == (
+        f"vocab_size 20 is smaller than the {needed} pieces this corpus's characters need; "
+        f"use a vocab_size of at least {needed}"
+    )
+    assert Tokenizer.train(SENTENCES, tmp_path / "spm.model", vocab_size=needed).vocab_size == needed

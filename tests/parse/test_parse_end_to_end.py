@@ -11,6 +11,7 @@ import pytest
 
 from aiayn.cli import main
 from aiayn.config import DecodeConfig
+from aiayn.errors import AiaynError
 from aiayn.parse.evaluate import baseline_labels, evaluate_baseline, right_branching
 from aiayn.parse.parser import Parser
 from aiayn.parse.prepare import prepare_trees
@@ -56,6 +57,8 @@ def test_prepare_train_evaluate_beats_the_right_branching_baseline(tmp_path, cap
     trees = parser.parse(words, DecodeConfig(beam_size=2, alpha=0.3, max_len_b=9))
     assert [t.words() for t in trees] == words
     assert all(p.label == "XX" for t in trees for p in t.preterminals())
+    with pytest.raises(AiaynError, match="sentence 2 is a string; give each sentence as a list of words"):
+        parser.parse([["John", "slept"], "the dog"])
 
 
 @pytest.mark.parametrize(

@@ -70,8 +70,14 @@ def test_keep_last_and_partial_directories(tmp_path):
 
 def test_load_reports_a_damaged_checkpoint(tmp_path):
     path = save_checkpoint(tmp_path, 1, small_model(), {"step": 1}, keep_last=1)
+    (path / "trainer_state.pt").write_bytes(b"")  # a truncated state: the file and the way out
+    with pytest.raises(
+        AiaynError,
+        match=rf"^{path}/trainer_state.pt: cannot load checkpoint \(.*\); if damaged, remove {path} to use",
+    ):
+        load_checkpoint(path, small_model())
     (path / "model.safetensors").write_bytes(b"garbage")
-    with pytest.raises(AiaynError, match="cannot load checkpoint"):
+    with pytest.raises(AiaynError, match=rf"^{path}/model.safetensors: cannot load checkpoint"):
         load_checkpoint(path, small_model())
 
 

@@ -213,3 +213,35 @@ def test_init_from_keeps_the_decoder_start(data_dir, tmp_path):
         train(data_dir, tmp_path / "run", run, init_from=learned, progress=False)
     same = run.replace(model=run.model.replace(decoder_start_id=None))
     train(data_dir, tmp_path / "same", same, init_from=learned, progress=False)
+
+
+def test_a_resumed_run_keeps_the_init_from_it_started_from(data_dir, tmp_path, capsys):
+    """run.json says where a run's first weights came from; a resume (weights from its checkpoint) keeps
+    that, and an --init-from given then is said to be ignored."""
+    train(data_dir, tmp_path / "first", tiny_config(max_steps=1, save_every=1), progress=False)
+    model_dir = average_run(tmp_path / "first", last=1)
+    fine = tmp_path / "fine"
+    train(data_dir, fine, tiny_config(max_steps=1), init_from=model_dir, progress=False)
+
+    def recorded():
+        return json.loads((fine / "run.json").read_text())["init_from"]
+
+    assert recorded() == str(model_dir.resolve())
+    capsys.readouterr()
+    train(data_dir, fine, tiny_config(max_steps=2), init_from=tmp_path / "elsewhere", progress=False)
+    assert f"note: --init-from {tmp_path / 'elsewhere'} ignored" in capsys.readouterr().out
+    assert recorded() == str(model_dir.resolve())
+    train(data_dir, fine, tiny_config(max_steps=3), progress=False)
+    assert recorded() == str(model_dir.resolve())
+
+
+def test_a_damaged_dev_split_is_an_error_not_a_run_without_dev(data_dir, tmp_path):
+    """No valid split: training without dev evaluation; a damaged one: the index's one-line error."""
+    import shutil
+
+    data = shutil.copytree(data_dir, tmp_path / "data")
+    (data / "valid.index.npz").write_bytes(b"")
+    with pytest.raises(AiaynError, match=r"valid.index.npz: damaged index"):
+        train(data, tmp_path / "damaged", tiny_config(max_steps=1), progress=False)
+    (data / "valid.index.npz").unlink()
+    assert train(data, tmp_path / "none", tiny_config(max_steps=1, eval_every=1), progress=False).step == 1

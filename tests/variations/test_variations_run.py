@@ -90,6 +90,32 @@ def test_a_finished_row_with_other_settings_is_an_error_not_a_silent_reuse(tmp_p
         finished(tmp_path, other, Budget(steps=5))
 
 
+def test_rows_begun_on_another_data_directory_are_an_error(toy_data, tmp_path, capsys):
+    """Every row of the table is trained and measured on one data directory: checked before training."""
+    import shutil
+
+    other = shutil.copytree(toy_data, tmp_path / "other")
+    out = tmp_path / "table3"
+    (out / "E-learned").mkdir(parents=True)
+    (out / "E-learned" / "run.json").write_text(json.dumps({"data_dir": str(other.resolve())}))
+    assert _variations(toy_data, out, 3) == 2
+    expected = (
+        f"{out / 'E-learned'} was trained on {other.resolve()}, not {toy_data.resolve()}; use a new --out"
+    )
+    assert expected in capsys.readouterr().err
+    assert not (out / "base").exists()
+
+
+def test_a_data_directory_without_dev_pairs_is_an_error_before_training(toy_data, tmp_path, capsys):
+    import shutil
+
+    data = shutil.copytree(toy_data, tmp_path / "data")
+    (data / "raw" / "valid.src").write_text("")
+    assert _variations(data, tmp_path / "o", 3) == 2
+    assert "raw/valid.src: no dev pairs; Table 3 is measured on the dev split" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "base").exists()
+
+
 def test_budget_and_bad_input_errors(tmp_path, capsys):
     with pytest.raises(AiaynError, match="--steps N or --minutes M"):
         Budget()

@@ -29,6 +29,11 @@ def _paths(data_dir: Path, split: str) -> tuple[Path, Path, Path]:
     return data_dir / f"{split}.src.bin", data_dir / f"{split}.tgt.bin", data_dir / f"{split}.index.npz"
 
 
+def has_split(data_dir: str | Path, split: str) -> bool:
+    """Whether `aiayn prepare` wrote `split` (its index) in data_dir; a damaged split still counts."""
+    return _paths(Path(data_dir), split)[2].is_file()
+
+
 class ShardWriter:
     """Streams sentence pairs of one split to disk: `add(src_ids, tgt_ids)` per chunk, then `close()`."""
 
@@ -96,6 +101,8 @@ class TokenDataset:
 
     @staticmethod
     def _memmap(path: Path, dtype: np.dtype) -> np.ndarray:
+        if not path.is_file():
+            raise AiaynError(f"{path}: missing token file; prepare the data again with --force")
         if path.stat().st_size == 0:  # np.memmap cannot map an empty file
             return np.zeros(0, dtype=dtype)
         return np.memmap(path, dtype=dtype, mode="r")

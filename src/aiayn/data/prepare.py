@@ -57,8 +57,14 @@ _LANGUAGE_SUFFIX = re.compile(r"^[a-z]{2,3}([_-][A-Za-z]{2,4})?$")
 
 
 def _say(message: str, progress: bool) -> None:
+    """A progress line: shown with the progress bars (--no-progress hides both)."""
     if progress:
         print(message, file=sys.stderr)
+
+
+def _note(message: str) -> None:
+    """Something the user must know (a reused directory, pieces left out): shown even with --no-progress."""
+    print(message, file=sys.stderr)
 
 
 def _chunks(stage_dir: Path, split: str) -> Iterator[tuple[list[str], list[str], list[str]]]:
@@ -196,7 +202,7 @@ def prepare(
         get_corpus(corpus)  # an unknown name fails before anything is written
     if not force and DataDir(out).prepared:
         _check_same_corpus(out, corpus, inputs)
-    with building(out, force, progress) as work:
+    with building(out, force) as work:
         if work is not None:
             meta = _describe(corpus, inputs, src_lang, tgt_lang, seed)
             meta.update(_build(work, corpus, inputs, vocabulary, filters, seed, skip_bad_lines, progress))
@@ -207,8 +213,7 @@ def prepare(
 def _check_same_corpus(out: Path, corpus: str | None, inputs) -> None:
     """A prepared `out` is reused as it is only for the corpus (or files) it was prepared from."""
     meta = DataDir(out).meta
-    files = None if inputs is None else {k: {n: str(f) for n, f in v.items()} for k, v in inputs.items() if v}
-    if (meta.get("corpus"), meta.get("inputs")) != (corpus or "user", files):
+    if (meta.get("corpus"), _resolved(meta.get("inputs"))) != (corpus or "user", _resolved(inputs)):
         was = meta.get("corpus") if meta.get("inputs") is None else f"files {meta['inputs']}"
         raise AiaynError(
             f"{out} is already prepared from another corpus ({was}); pass --force to prepare it again "
@@ -217,17 +222,30 @@ def _check_same_corpus(out: Path, corpus: str | None, inputs) -> None:
 
 
 @contextmanager
-def building(out: Path, force: bool, progress: bool) -> Iterator[Path | None]:
+def building(out: Path, force: bool) -> Iterator[Path | None]:
     """A hidden temporary directory beside `out`, renamed to `out` when the block ends without error.
 
     Yields None (and nothing is done) when `out` is already prepared and not `force`.
     """
     if _check_out(out, force):
-        _say(f"{out} is already prepared; pass --force to prepare it again", progress)
+        _note(f"{out} is already prepared; pass --force to prepare it again")
         yield None
         return
     with building_directory(out) as work:
         yield work
+
+
+def _resolved(inputs: dict | None) -> dict | None:
+    """{split: {side: absolute path}} of the user's files, None for a built-in corpus: the same files
+    compare equal however they were named (a path written relative to the directory it ran in, in
+    meta.json by releases before this one, resolves against the current one)."""
+    if inputs is None:
+        return None
+    return {
+        split: {side: str(Path(f).resolve()) for side, f in files.items()}
+        for split, files in inputs.items()
+        if files
+    }
 
 
 def _describe(corpus: str | None, inputs, src_lang: str | None, tgt_lang: str | None, seed: int) -> dict:
@@ -237,8 +255,7 @@ def _describe(corpus: str | None, inputs, src_lang: str | None, tgt_lang: str | 
         header = {"corpus": corpus, "description": builtin.description, "inputs": None}
         languages = builtin.src_lang, builtin.tgt_lang
     else:
-        files = {split: {k: str(v) for k, v in f.items()} for split, f in inputs.items() if f}
-        header = {"corpus": "user", "description": "user files", "inputs": files}
+        header = {"corpus": "user", "description": "user files", "inputs": _resolved(inputs)}
         train = inputs["train"]
         languages = _language(train.get("src"), "src"), _language(train.get("tgt"), "tgt")
     return {
@@ -283,28 +300,26 @@ def _vocabulary(work: Path, vocabulary: Tokenizer | int, seed: int, progress: bo
     train_text = chain(read_lines(work / "stage" / "train.src"), read_lines(work / "stage" / "train.tgt"))
     tokenizer = Tokenizer.train(train_text, DataDir(work).spm_path, vocabulary, seed=seed)
     if tokenizer.vocab_size < vocabulary:
-        _say(f"note: the train text only supports {tokenizer.vocab_size} pieces, not {vocabulary}", progress)
+        _note(f"note: the train text only supports {tokenizer.vocab_size} pieces, not {vocabulary}")
     return tokenizer
 
 
-def _note_unk(unk: dict[str, int], tokens: dict[str, int], progress: bool) -> None:
+def _note_unk(unk: dict[str, int], tokens: dict[str, int]) -> None:
     share = sum(unk.values()) / max(1, sum(tokens.values()))
     if share > UNK_NOTE:
-        _say(
+        _note(
             f"note: {share:.1%} of the train tokens are <unk>: the reused vocabulary lacks characters "
-            "of this corpus (meta.json: unk)",
-            progress,
+            "of this corpus (meta.json: unk)"
         )
 
 
-def _note_long(long: dict[str, dict[str, Any]], max_len: int, progress: bool) -> None:
+def _note_long(long: dict[str, dict[str, Any]], max_len: int) -> None:
     for split in ("valid", "test"):
         if long[split]["pairs"]:
-            _say(
+            _note(
                 f"note: {long[split]['pairs']} {split} pair(s) have more than max_len={max_len} pieces "
                 f"(first: {long[split]['first']}); BLEU scores them (raw/{split}.*), the dev loss leaves "
-                "them out (meta.json: long_held_out)",
-                progress,
+                "them out (meta.json: long_held_out)"
             )
 
 
@@ -334,14 +349,14 @@ def _build(
         tokens[split], unk[split], long[split] = _encode_split(
             tokenizer, work, split, counts[split], filters, progress
         )
-    _note_long(long, filters.max_len, progress)
+    _note_long(long, filters.max_len)
     if counts["train"]["kept"] == 0:
         raise AiaynError(
             f"no train pairs left after the max_len={filters.max_len}, max_ratio={filters.max_ratio} filters"
         )
     reused = isinstance(vocabulary, Tokenizer)
     if reused:
-        _note_unk(unk["train"], tokens["train"], progress)
+        _note_unk(unk["train"], tokens["train"])
     shutil.rmtree(work / "stage")
     return {
         "vocab_size": tokenizer.vocab_size,

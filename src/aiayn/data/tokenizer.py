@@ -9,6 +9,7 @@ without bos/eos; the dataset appends eos and the batch prepends bos.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -54,6 +55,14 @@ class Tokenizer:
         if model_path.suffix != ".model":
             raise AiaynError(f"{model_path}: a SentencePiece model path must end in .model")
         spm.set_random_generator_seed(seed)
+        try:
+            cls._train_bpe(texts, model_path, vocab_size, user_symbols)
+        except RuntimeError as err:
+            raise AiaynError(_training_error(str(err), vocab_size)) from None
+        return cls.load(model_path)
+
+    @staticmethod
+    def _train_bpe(texts: Iterable[str], model_path: Path, vocab_size: int, user_symbols: Sequence[str]):
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(texts),
             model_prefix=str(model_path.with_suffix("")),
@@ -71,7 +80,6 @@ class Tokenizer:
             minloglevel=2,
             **({"user_defined_symbols": list(user_symbols)} if user_symbols else {}),
         )
-        return cls.load(model_path)
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:
@@ -114,3 +122,15 @@ class Tokenizer:
     # One vocabulary for both sides (section 5.1): the target side is the source side.
     encode_target = encode
     target_pieces = pieces
+
+
+def _training_error(message: str, vocab_size: int) -> str:
+    """SentencePiece's training error -> one line; a vocabulary smaller than the corpus's characters
+    (SentencePiece: "Vocabulary size is smaller than required_chars. 40 vs 75.") says the size to use."""
+    found = re.search(r"required_chars\. \d+ vs (\d+)", message)
+    if found:
+        return (
+            f"vocab_size {vocab_size} is smaller than the {found.group(1)} pieces this corpus's characters "
+            f"need; use a vocab_size of at least {found.group(1)}"
+        )
+    return f"SentencePiece could not train a vocabulary of {vocab_size}: {message.splitlines()[0]}"

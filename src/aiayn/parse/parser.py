@@ -58,6 +58,8 @@ class Parser:
     ) -> list[list[str]]:
         """The best linearised tree (target tokens, no EOS) of each sentence (a list of words)."""
         for i, words in enumerate(sentences):
+            if isinstance(words, str):
+                raise AiaynError(f"sentence {i + 1} is a string; give each sentence as a list of words")
             if not words:
                 raise AiaynError(f"sentence {i + 1} is empty: there is nothing to parse")
         translator = self.translator

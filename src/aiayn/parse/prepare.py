@@ -69,7 +69,7 @@ def prepare_trees(
         raise AiaynError(f"--train-limit must be at least 1, got {train_limit}")
     counts = {split: dict.fromkeys(("read", *DROP_REASONS), 0) for split in SPLITS}
     sources = dict(treebank=treebank, train=train, valid=valid, test=test, synthetic=synthetic)
-    with building(out, force, progress) as work:
+    with building(out, force) as work:
         if work is None:
             return out
         splits, header = gather(counts, seed=seed, **sources)
@@ -111,7 +111,7 @@ def _build(work: Path, splits, counts, vocab_size: int, max_len: int, seed: int,
         tokens[split], unk[split], long[split] = _write_split(
             work, split, splits[split], tokenizer, ids, max_len, counts[split]
         )
-        if long[split]["pairs"] and progress:
+        if long[split]["pairs"]:  # a note, shown with --no-progress too
             print(
                 f"note: {long[split]['pairs']} {split} tree(s) have more than max_len={max_len} tokens "
                 f"(first: {long[split]['first']}); parseval scores them, the dev loss leaves them out "

@@ -101,13 +101,17 @@ def load_checkpoint(path: str | Path, model: nn.Module, device: str | torch.devi
     The state stays on the CPU: generator states must be CPU tensors, and the optimizer's
     `load_state_dict` moves its moments to the parameters' device itself.
     """
-    path = Path(path)
+    path, reading = Path(path), WEIGHTS
     try:
         load_model(model, str(path / WEIGHTS), device=str(device))
+        reading = STATE
         return torch.load(path / STATE, map_location="cpu", weights_only=True)
     except (RuntimeError, OSError, EOFError, SafetensorError, pickle.UnpicklingError) as err:
-        first = str(err).strip().splitlines()[0]
-        raise AiaynError(f"{path}: cannot load checkpoint: {first}") from None
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise AiaynError(
+            f"{path / reading}: cannot load checkpoint ({first}); if damaged, remove {path} to use the one "
+            "before it"
+        ) from None
 
 
 def rng_state() -> dict[str, Any]:

@@ -68,6 +68,16 @@ def _is_run_info(path: Path) -> bool:
     return isinstance(info, dict) and "data_dir" in info
 
 
+def _recorded_init(run_dir: Path) -> str | None:
+    """The `init_from` that run.json records (None when it records none or cannot be read)."""
+    try:
+        info = json.loads((run_dir / RUN_INFO).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    found = info.get("init_from") if isinstance(info, dict) else None
+    return found if isinstance(found, str) else None
+
+
 def check_run_dir(run_dir: Path, data_dir: Path) -> None:
     """A one-line AiaynError unless training may write its run files into `run_dir`: a new or
     empty directory, a run directory (its run.json is ours), or one whose only file of those names
@@ -98,19 +108,29 @@ def check_run_dir(run_dir: Path, data_dir: Path) -> None:
             ) from None
 
 
-def write_run_files(run_dir: Path, data_dir: Path, config: RunConfig, world_size: int, init_from) -> None:
+def write_run_files(
+    run_dir: Path, data_dir: Path, config: RunConfig, world_size: int, init_from, resuming: bool
+) -> None:
     """run.json, config.yaml and spm.model (rank 0 only), each atomically: rewritten at every start,
     so a kill there must leave the old file whole, not an empty one that a resume reads as defaults.
-    run.json first: it marks the directory as a run's (`check_run_dir`) before the others land."""
+    run.json first: it marks the directory as a run's (`check_run_dir`) before the others land.
+
+    A resumed run keeps the `init_from` it started from (its weights now come from its checkpoint)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     data = DataDir(data_dir)
     meta = data.meta if data.prepared else {}
+    given = str(Path(init_from).resolve()) if init_from else None
+    if resuming:
+        started_from = _recorded_init(run_dir)
+        if given is not None and given != started_from:
+            print(f"note: --init-from {init_from} ignored: {run_dir} resumes from its checkpoint", flush=True)
+        given = started_from
     info = {
         "data_dir": str(data_dir.resolve()),
         "src_lang": meta.get("src_lang"),
         "tgt_lang": meta.get("tgt_lang"),
         "world_size": world_size,
-        "init_from": str(Path(init_from).resolve()) if init_from else None,
+        "init_from": given,
     }
     if meta.get("task") == "parse":  # the model directory says what it is (aiayn.parse.parser)
         info.update(task="parse", parse=meta.get("parse"))

@@ -24,7 +24,7 @@ import torch
 
 from aiayn.config import RunConfig
 from aiayn.data.batching import BatchStream, TokenBatchSampler, collate
-from aiayn.data.dataset import TokenDataset
+from aiayn.data.dataset import TokenDataset, has_split
 from aiayn.errors import AiaynError
 from aiayn.model.linear import route_linears
 from aiayn.model.transformer import Transformer
@@ -96,10 +96,9 @@ class Trainer(TrainingLoop):
 
         Every dev batch is used once across the ranks (uneven counts are fine: no collective inside).
         """
-        try:
-            dev = TokenDataset(self.data_dir, "valid")
-        except (AiaynError, FileNotFoundError):
+        if not has_split(self.data_dir, "valid"):
             return None
+        dev = TokenDataset(self.data_dir, "valid")  # a damaged split is an error, not silence
         if len(dev) == 0:
             return None
         sets, seed = [], self.t.seed
@@ -317,11 +316,12 @@ def train(
         data_dir, run_dir = Path(data_dir), Path(run_dir)
         config = resolve_config(data_dir, run_config)
         check_run_dir(run_dir, data_dir)
-        if checkpoint.list_checkpoints(run_dir):
+        resuming = bool(checkpoint.list_checkpoints(run_dir))
+        if resuming:
             check_resume_config(run_dir, config)
         if env.is_main:
             checkpoint.remove_partial(run_dir)
-            write_run_files(run_dir, data_dir, config, env.world_size, init_from)
+            write_run_files(run_dir, data_dir, config, env.world_size, init_from, resuming)
         distributed.barrier(env)
         return Trainer(data_dir, run_dir, config, env, init_from, progress).run()
     finally:

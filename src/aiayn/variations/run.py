@@ -115,6 +115,19 @@ def finished(row_dir: Path, config: RunConfig, budget: Budget) -> dict[str, Any]
     return result
 
 
+def _check_same_data(row_dir: Path, data_dir: Path) -> None:
+    """Every row is trained and measured on one data directory: a row begun on another (its run.json
+    says which) is an error, neither reused nor resumed."""
+    from aiayn.train.checkpoint import RUN_INFO
+
+    info = _read_json(row_dir / RUN_INFO)
+    trained_on = info.get("data_dir") if isinstance(info, dict) else None
+    if trained_on is not None and Path(trained_on) != data_dir.resolve():
+        raise AiaynError(
+            f"{row_dir} was trained on {trained_on}, not {data_dir.resolve()}; use a new --out directory"
+        )
+
+
 def _newest_step(row_dir: Path) -> int:
     from aiayn.train.checkpoint import list_checkpoints
 
@@ -256,10 +269,14 @@ def run_variations(
         if not needed.is_file():
             name = needed.relative_to(data.path)
             raise AiaynError(f"{data.path}: no {name}; Table 3 is measured on a prepared dev split")
+    if data.raw("valid", "src").stat().st_size == 0:
+        raise AiaynError(f"{data.raw('valid', 'src')}: no dev pairs; Table 3 is measured on the dev split")
     reference = reference_config(preset, overrides)
     selected = [(row, row_config(row, reference)) for row in select_rows(rows)]  # bad rows fail now
     dev = torch.device(device) if device else pick_device()
     _check_out(out)
+    for row, _ in selected:
+        _check_same_data(out / row.name, data.path)
     results = []
     for i, (row, config) in enumerate(selected, start=1):
         row_dir = out / row.name

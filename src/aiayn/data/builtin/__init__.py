@@ -60,7 +60,10 @@ CORPORA: dict[str, BuiltinCorpus] = {
 
 def get_corpus(name: str) -> BuiltinCorpus:
     if name not in CORPORA:
-        raise AiaynError(f"unknown corpus {name!r}; built-in corpora: {', '.join(CORPORA)}")
+        from aiayn.parse.treebank import SYNTHETIC
+
+        known = ", ".join(CORPORA)
+        raise AiaynError(f"unknown corpus {name!r}; built-in corpora: {known}, and {SYNTHETIC} (parsing)")
     return CORPORA[name]
 
 
