@@ -82,6 +82,7 @@ def test_invalid_training_settings_say_which(kwargs, message):
         ({"alpha": float("nan")}, "alpha must be a finite number, got nan"),
         ({"max_len_a": float("inf")}, "max_len_a must be a finite number >= 0, got inf"),
         ({"max_len_a": -1.0}, "max_len_a must be a finite number >= 0, got -1.0"),
+        ({"batch_tokens": 0}, "batch_tokens (--max-tokens) must be at least 1, got 0"),
     ],
 )
 def test_invalid_decoding_settings_say_which(kwargs, message):

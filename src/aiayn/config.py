@@ -344,6 +344,8 @@ class DecodeConfig(Serializable):
             raise ConfigError(f"alpha must be a finite number, got {self.alpha}")
         if not (math.isfinite(self.max_len_a) and self.max_len_a >= 0):
             raise ConfigError(f"max_len_a must be a finite number >= 0, got {self.max_len_a}")
+        if self.batch_tokens < 1:
+            raise ConfigError(f"batch_tokens (--max-tokens) must be at least 1, got {self.batch_tokens}")
 
 
 @dataclass
