@@ -231,7 +231,13 @@ def test_a_resumed_run_keeps_the_init_from_it_started_from(data_dir, tmp_path, c
     train(data_dir, fine, tiny_config(max_steps=2), init_from=tmp_path / "elsewhere", progress=False)
     assert f"note: --init-from {tmp_path / 'elsewhere'} ignored" in capsys.readouterr().out
     assert recorded() == str(model_dir.resolve())
-    train(data_dir, fine, tiny_config(max_steps=3), progress=False)
+    import shutil
+
+    other = shutil.copytree(data_dir, tmp_path / "other")  # the same vocabulary: may go on, said
+    train(other, fine, tiny_config(max_steps=3), progress=False)
+    assert f"note: {fine} was trained on {data_dir.resolve()} until now; it goes on with {other}" in (
+        capsys.readouterr().out
+    )
     assert recorded() == str(model_dir.resolve())
 
 

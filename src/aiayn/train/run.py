@@ -68,13 +68,13 @@ def _is_run_info(path: Path) -> bool:
     return isinstance(info, dict) and "data_dir" in info
 
 
-def _recorded_init(run_dir: Path) -> str | None:
-    """The `init_from` that run.json records (None when it records none or cannot be read)."""
+def _recorded(run_dir: Path, key: str) -> str | None:
+    """The path that run.json records under `key` (None when it records none or cannot be read)."""
     try:
         info = json.loads((run_dir / RUN_INFO).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    found = info.get("init_from") if isinstance(info, dict) else None
+    found = info.get(key) if isinstance(info, dict) else None
     return found if isinstance(found, str) else None
 
 
@@ -115,16 +115,21 @@ def write_run_files(
     so a kill there must leave the old file whole, not an empty one that a resume reads as defaults.
     run.json first: it marks the directory as a run's (`check_run_dir`) before the others land.
 
-    A resumed run keeps the `init_from` it started from (its weights now come from its checkpoint)."""
+    A resumed run keeps the `init_from` it started from (its weights now come from its checkpoint),
+    and says so when it goes on with another data directory (run.json records the newest)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     data = DataDir(data_dir)
     meta = data.meta if data.prepared else {}
     given = str(Path(init_from).resolve()) if init_from else None
     if resuming:
-        started_from = _recorded_init(run_dir)
+        started_from = _recorded(run_dir, "init_from")
         if given is not None and given != started_from:
             print(f"note: --init-from {init_from} ignored: {run_dir} resumes from its checkpoint", flush=True)
         given = started_from
+        trained_on = _recorded(run_dir, "data_dir")
+        if trained_on not in (None, str(data_dir.resolve())):
+            note = f"note: {run_dir} was trained on {trained_on} until now; it goes on with {data_dir}"
+            print(note, flush=True)
     info = {
         "data_dir": str(data_dir.resolve()),
         "src_lang": meta.get("src_lang"),
