@@ -210,18 +210,33 @@ def read_json_object(path: str | Path) -> dict:
     return data
 
 
-def output_file(path: str | Path, what: str, inputs: tuple[str | Path | None, ...] = ()) -> Path:
+def output_file(
+    path: str | Path, what: str, inputs: tuple[str | Path | None, ...] = (), reads_stdin: bool = False
+) -> Path:
     """`path` if a file may be written there, else a one-line AiaynError: a directory, a missing
-    parent directory, or one of the command's `inputs` (which writing would empty before it is read)."""
+    parent directory, one of the command's `inputs` (which writing would empty before it is read), a
+    file inside an input that is a directory (a model's weights), or, with `reads_stdin`, the file
+    that standard input reads (`-o F < F`)."""
     path = Path(path)
     if path.is_dir():
         raise AiaynError(f"{what} {path}: is a directory; name a file")
     if not path.absolute().parent.is_dir():
         raise AiaynError(f"{what} {path}: no such directory {path.parent}")
-    for source in inputs:
-        if source is not None and path.exists() and Path(source).exists() and path.samefile(source):
+    for source in (s for s in inputs if s is not None and Path(s).exists()):
+        if Path(source).is_dir() and path.resolve().is_relative_to(Path(source).resolve()):
+            raise AiaynError(f"{what} {path} is inside the input directory {source}; write elsewhere")
+        if path.exists() and path.samefile(source):
             raise AiaynError(f"{what} {path} is the input file {source}; write to another file")
+    if reads_stdin and path.exists() and _is_stdin(path):
+        raise AiaynError(f"{what} {path} is the file standard input reads; write to another file")
     return path
+
+
+def _is_stdin(path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(0), path.stat())
+    except OSError:  # no standard input
+        return False
 
 
 def output_dir(path: str | Path, what: str) -> Path:

@@ -220,3 +220,28 @@ def test_an_unknown_option_gets_the_subcommands_usage(toy_model_dir, capsys):
     err = capsys.readouterr().err.splitlines()
     assert exit_.value.code == 2 and err[0].startswith("usage: aiayn translate ")
     assert err[-1] == "aiayn translate: error: unrecognized arguments: --bogus"
+
+
+def test_translate_never_writes_into_a_model_or_onto_its_stdin(toy_model_dir, tmp_path, capsys):
+    """-o naming a model's file would replace its weights; `-o F < F` would empty F before it is read."""
+    import shutil
+
+    model = shutil.copytree(toy_model_dir, tmp_path / "model")
+    weights = (model / "model.safetensors").read_bytes()
+    (tmp_path / "in.txt").write_text("el gato\n", encoding="utf-8")
+    args = ["translate", str(model), "-i", str(tmp_path / "in.txt"), "-o", str(model / "model.safetensors")]
+    assert main(args) == 2
+    assert f"--output {model / 'model.safetensors'} is inside the input directory {model}" in (
+        capsys.readouterr().err
+    )
+    assert (model / "model.safetensors").read_bytes() == weights
+    saved = os.dup(0)
+    try:
+        with open(tmp_path / "in.txt", "rb") as stdin:
+            os.dup2(stdin.fileno(), 0)
+            assert main(["translate", str(model), "-o", str(tmp_path / "in.txt")]) == 2
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+    assert "is the file standard input reads; write to another file" in capsys.readouterr().err
+    assert (tmp_path / "in.txt").read_text(encoding="utf-8") == "el gato\n"

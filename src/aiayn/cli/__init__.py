@@ -239,7 +239,8 @@ def _run_translate(args: argparse.Namespace) -> None:
         input_file(args.input, "--input", stream=True)
     args.output = None if args.output == "-" else args.output
     if args.output:
-        output_file(args.output, "--output", (args.input, args.prefix_file, args.constraints_file))
+        inputs = (args.input, args.prefix_file, args.constraints_file, *args.model_dirs)
+        output_file(args.output, "--output", inputs, reads_stdin=args.input is None)
     controls = _controls(args)
     dirs = args.model_dirs[0] if len(args.model_dirs) == 1 else args.model_dirs
     translator = Translator.load(dirs, args.device, int8=args.int8)
