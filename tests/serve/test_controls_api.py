@@ -161,3 +161,22 @@ def test_stream_stops_the_work_when_the_client_goes(translator):
 
     asyncio.run(main())
     assert started == ["Uno.", "Dos.", "Tres."] and sorted(cancelled) == sorted(started)
+
+
+def test_a_prefix_or_constraints_count_in_the_limits(translator):
+    """The search lengthens an output to hold its prefix or constraints: --max-work and the attention
+    cap count those tokens, and refuse before any model work (413), not after a timeout."""
+    settings = ServeSettings(max_batch=8, max_attention_tokens=8, max_work=300)
+    long = "green " * 100
+    with TestClient(create_app(translator, settings)) as c:
+        assert c.post("/v1/translate", json={"text": "sol"}).status_code == 200  # 4 x (2 + 50) = 208
+        for controls in ({"prefix": long}, {"constraints": [long]}):
+            response = c.post("/v1/translate", json={"text": "sol", **controls})
+            assert response.status_code == 413 and "decoding steps" in response.text, response.text
+            response = c.post("/v1/translate", json={"text": "sol", "attention": True, **controls})
+            assert response.status_code == 413, response.text
+            expected = "attention: the prefix or constraints need 100 output tokens; the limit is 7"
+            assert expected in response.text
+        response = c.post("/v1/translate", json={"text": "sol", "prefix": "green", "attention": True})
+        assert response.status_code == 200, response.text
+        assert len(response.json()["translations"][0]["attention"]["tgt_tokens"]) <= 8

@@ -169,6 +169,21 @@ def run_batch(
     return out
 
 
+def _forced_tokens(
+    translator: TranslatorLike, prefixes: list[str | None], constraints: list[list[str] | None]
+) -> list[int]:
+    """The output tokens each text's prefix or constraints need (the search lengthens its output to
+    hold them: aiayn.decode.stepper.Controls.needed), counted as the translator encodes them."""
+
+    def pieces(texts: list[str]) -> int:
+        return sum(max(len(ids) - 1, 0) for ids in translator.encode(texts))  # without </s>
+
+    return [
+        max(pieces([prefix] if prefix else []), pieces(list(phrases or [])))
+        for prefix, phrases in zip(prefixes, constraints, strict=True)
+    ]
+
+
 def model_info(translator: TranslatorLike, settings: ServeSettings) -> ModelInfo:
     info, config = translator.info, translator.config
     tokens = settings.max_attention_tokens
@@ -352,7 +367,8 @@ def _add_translate_routes(
         texts = body.texts
         check_texts(texts, settings)
         sources = translator.encode(texts)  # whole texts (a long one is translated in parts)
-        costs = text_costs(sources, translator.config, body.beam_size, body.attention, settings)
+        forced = _forced_tokens(translator, body.prefixes, body.constraint_lists)
+        costs = text_costs(sources, translator.config, body.beam_size, body.attention, settings, forced)
         options = Options(body.search, body.attention, body.sample, body.align)
         items = [
             Item(*entry, key)

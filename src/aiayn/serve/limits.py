@@ -116,12 +116,19 @@ def output_limits(sources: list[list[int]], config: ModelConfig, attention_token
 
 
 def text_costs(
-    sources: list[list[int]], config: ModelConfig, beam_size: int, attention: bool, settings: ServeSettings
+    sources: list[list[int]],
+    config: ModelConfig,
+    beam_size: int,
+    attention: bool,
+    settings: ServeSettings,
+    forced: list[int] | None = None,
 ) -> list[int]:
-    """Each text's work, beam x its longest output (0 for an empty text: no model call).
+    """Each text's work, beam x its longest output (0 for an empty text: no model call); `forced`:
+    the output tokens each text's prefix or constraints need, which can lengthen it past a*|src|+b.
 
     Raises ClientError(413) past the attention bound or the request's budget (max_work).
     """
+    forced = forced or [0] * len(sources)
     if attention:
         if len(sources) > 1:
             raise ClientError(413, f"attention comes for one text per request; this one has {len(sources)}")
@@ -131,7 +138,14 @@ def text_costs(
                 f"attention: the text has {len(sources[0])} tokens with </s>; "
                 f"the limit is {settings.max_attention_tokens}",
             )
+        if forced[0] > settings.max_attention_tokens - 1:
+            raise ClientError(
+                413,
+                f"attention: the prefix or constraints need {forced[0]} output tokens; "
+                f"the limit is {settings.max_attention_tokens - 1}",
+            )
     limits = output_limits(sources, config, settings.max_attention_tokens if attention else None)
+    limits = [max(n, need) for n, need in zip(limits, forced, strict=True)]
     costs = [beam_size * n if ids else 0 for ids, n in zip(sources, limits, strict=True)]
     if sum(costs) > settings.max_work:
         raise ClientError(
