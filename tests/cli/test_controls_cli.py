@@ -59,6 +59,14 @@ def test_sampling_flags_are_seeded(toy_model_dir, tmp_path):
     assert main(["translate", str(toy_model_dir), "--sample", "--top-p", "1.5"]) == 2
 
 
+def test_sampling_draws_nbest_whatever_the_beam(toy_model_dir, tmp_path):
+    """The beam plays no part in sampling: --nbest 8 needs no --beam 8, and --beam changes nothing."""
+    args = [str(toy_model_dir), "--sample", "--nbest", "8", "--seed", "5"]
+    rows = translate(args, tmp_path, ["el perro come", "sol"])
+    assert [row.split("\t")[:2] for row in rows] == [[str(i), str(r)] for i in (1, 2) for r in range(1, 9)]
+    assert translate([*args, "--beam", "16"], tmp_path, ["el perro come", "sol"]) == rows
+
+
 def test_an_ensemble_on_the_command_line(toy_model_dir, tmp_path):
     lines = [s for s, _ in toy_pairs(6, seed=4)]
     assert translate([str(toy_model_dir)] * 2, tmp_path, lines) == Translator.load(

@@ -130,6 +130,11 @@ def test_pickled_objects_are_refused(tokenizer_files, tmp_path):
     torch.save({"model.shared.weight": Payload()}, hf_dir / "pytorch_model.bin")
     with pytest.raises(AiaynError, match="cannot be read as plain tensors"):
         import_marian(hf_dir, tmp_path / "out")
+    for plain in ({"model.shared.weight": 3}, [torch.zeros(2)]):  # plain data, not a state dict
+        torch.save(plain, hf_dir / "pytorch_model.bin")
+        with pytest.raises(AiaynError, match=r"pytorch_model.bin: not a state dict \(a mapping of names"):
+            import_marian(hf_dir, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_shard_names_stay_inside_the_directory(tokenizer_files, tmp_path):

@@ -162,9 +162,11 @@ def _add_search_options(p: argparse.ArgumentParser) -> None:
 
 
 def _decode_config(args: argparse.Namespace, n_best: int = 1) -> DecodeConfig:
-    """The search the flags ask for; bad settings fail here, before any model loads."""
+    """The search the flags ask for; bad settings fail here, before any model loads. With --sample
+    the beam plays no part: n_best samples are drawn whatever --beam says."""
+    sampling = getattr(args, "sample", False)
     return DecodeConfig(
-        beam_size=args.beam,
+        beam_size=max(args.beam, n_best) if sampling else args.beam,
         alpha=args.alpha,
         n_best=n_best,
         max_len_a=args.max_len_a,

@@ -131,11 +131,14 @@ def read_hf_weights(hf_dir: Path) -> dict[str, Tensor]:
         return {k: v for shard in _shard_names(index) for k, v in _load_safetensors(hf_dir / shard).items()}
     if legacy.is_file():
         try:
-            return torch.load(legacy, map_location="cpu", weights_only=True)
+            weights = torch.load(legacy, map_location="cpu", weights_only=True)
         except Exception as err:  # the unpickler raises many types; all mean "not plain tensors"
             raise AiaynError(
                 f"{legacy}: cannot be read as plain tensors: {str(err).splitlines()[0]}"
             ) from None
+        if not isinstance(weights, dict) or not all(isinstance(v, Tensor) for v in weights.values()):
+            raise AiaynError(f"{legacy}: not a state dict (a mapping of names to tensors)")
+        return weights
     raise AiaynError(f"{hf_dir}: no model.safetensors or pytorch_model.bin")
 
 
