@@ -99,6 +99,7 @@ def edit_config(hf_dir, **changes):
         (dict(vocab_size=10**12), r"weights do not match config.json \(vocab_size=1000000000000\)"),
         (dict(encoder_layers=100_000), r"encoder_layers=100000 but the weights hold 2 encoder layers"),
         (dict(d_model=64), r"weights do not match config.json \(d_model=64\)"),
+        (dict(d_model="32"), r"express this Marian model in aiayn: d_model must be an integer, got '32'"),
     ],
 )
 def test_inexpressible_configs_are_refused(tokenizer_files, tmp_path, changes, message):
