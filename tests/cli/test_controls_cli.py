@@ -81,3 +81,20 @@ def test_document_mode_keeps_blank_lines(toy_model_dir, tmp_path):
     assert (
         len(out) == 4 and out[1] == out[2] == "" and "dog" in out[0] and "moon" in out[0] and "sun" in out[3]
     )
+
+
+def test_document_mode_refuses_per_line_flags_and_keeps_an_old_output(toy_model_dir, tmp_path, capsys):
+    """--nbest, --align, prefix and constraints files have no lines to apply to in one document: an error,
+    not silently dropped; an input refused while it is read leaves an existing -o file as it was."""
+    (tmp_path / "in.txt").write_text("el sol.\n", encoding="utf-8")
+    document = ["translate", str(toy_model_dir), "--document", "-i", str(tmp_path / "in.txt")]
+    for flags in (["--nbest", "2", "--beam", "2"], ["--align"], ["--prefix-file", str(tmp_path / "in.txt")]):
+        assert main([*document, *flags]) == 2
+        expected = f"--document translates one whole text; {flags[0]} apply to input lines"
+        assert expected in capsys.readouterr().err
+    (tmp_path / "bad.txt").write_bytes(b"el sol.\n\xff\xfe\n")
+    (tmp_path / "keep.txt").write_text("old output\n", encoding="utf-8")
+    args = ["translate", str(toy_model_dir), "--document", "-i", str(tmp_path / "bad.txt")]
+    assert main([*args, "-o", str(tmp_path / "keep.txt")]) == 2
+    assert "bad.txt:2: invalid UTF-8" in capsys.readouterr().err
+    assert (tmp_path / "keep.txt").read_text(encoding="utf-8") == "old output\n"

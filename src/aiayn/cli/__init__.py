@@ -236,6 +236,7 @@ def _run_translate(args: argparse.Namespace) -> None:
     from aiayn.safe_io import input_file, output_file
 
     options = _decode_config(args, args.nbest)
+    _check_document_flags(args)
     args.input = None if args.input == "-" else args.input
     if args.input:
         input_file(args.input, "--input", stream=True)
@@ -248,12 +249,24 @@ def _run_translate(args: argparse.Namespace) -> None:
     translator = Translator.load(dirs, args.device, int8=args.int8)
     with contextlib.ExitStack() as stack:
         lines = stack.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
-        out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
         name = args.input or "<stdin>"
-        if args.document:
-            out.write(translator.translate_document(read_document(lines, name), options, **controls))
+        document = read_document(lines, name) if args.document else None  # a bad input empties no -o
+        out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
+        if document is not None:
+            out.write(translator.translate_document(document, options, **controls))
         else:
             translate_stream(translator, lines, out, sys.stderr, name, options=options, **controls)
+
+
+def _check_document_flags(args: argparse.Namespace) -> None:
+    """--document writes one translated text: the per-line flags have nothing to apply to."""
+    if not args.document:
+        return
+    given = {"--nbest": args.nbest > 1, "--align": args.align, "--prefix-file": args.prefix_file,
+             "--constraints-file": args.constraints_file}  # fmt: skip
+    used = [flag for flag, on in given.items() if on]
+    if used:
+        raise AiaynError(f"--document translates one whole text; {', '.join(used)} apply to input lines")
 
 
 COMMANDS.append(_add_translate)
