@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from aiayn.cli import parse as parse_cli
 from aiayn.cli import prepare as prepare_cli
-from aiayn.cli.options import add_device_option, add_set_option, counting_number
+from aiayn.cli.options import add_device_option, add_set_option, check_document_flags, counting_number
 from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
 from aiayn.errors import AiaynError
 from aiayn.malloc import run_under_tcmalloc
@@ -236,7 +236,7 @@ def _run_translate(args: argparse.Namespace) -> None:
     from aiayn.safe_io import input_file, output_file
 
     options = _decode_config(args, args.nbest)
-    _check_document_flags(args)
+    check_document_flags(args)
     args.input = None if args.input == "-" else args.input
     if args.input:
         input_file(args.input, "--input", stream=True)
@@ -256,17 +256,6 @@ def _run_translate(args: argparse.Namespace) -> None:
             out.write(translator.translate_document(document, options, **controls))
         else:
             translate_stream(translator, lines, out, sys.stderr, name, options=options, **controls)
-
-
-def _check_document_flags(args: argparse.Namespace) -> None:
-    """--document writes one translated text: the per-line flags have nothing to apply to."""
-    if not args.document:
-        return
-    given = {"--nbest": args.nbest > 1, "--align": args.align, "--prefix-file": args.prefix_file,
-             "--constraints-file": args.constraints_file}  # fmt: skip
-    used = [flag for flag, on in given.items() if on]
-    if used:
-        raise AiaynError(f"--document translates one whole text; {', '.join(used)} apply to input lines")
 
 
 COMMANDS.append(_add_translate)

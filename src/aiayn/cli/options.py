@@ -1,9 +1,11 @@
 """The argparse types and options that several `aiayn` commands share: `--device` checked as it
-is parsed, counts of 1 or more, and `--set KEY=VALUE` overrides."""
+is parsed, counts of 1 or more, `--set KEY=VALUE` overrides, and the flags `--document` excludes."""
 
 from __future__ import annotations
 
 import argparse
+
+from aiayn.errors import AiaynError
 
 
 def device_name(text: str) -> str:
@@ -45,3 +47,14 @@ def add_device_option(p: argparse.ArgumentParser, default: str | None = None) ->
 def add_set_option(p: argparse.ArgumentParser, help: str) -> None:
     """`--set KEY=VALUE` (repeatable) into `args.overrides`, for `overrides.apply_overrides`."""
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
+
+
+def check_document_flags(args: argparse.Namespace) -> None:
+    """translate --document writes one translated text: the per-line flags have nothing to apply to."""
+    if not args.document:
+        return
+    given = {"--nbest": args.nbest > 1, "--align": args.align, "--prefix-file": args.prefix_file,
+             "--constraints-file": args.constraints_file}  # fmt: skip
+    used = [flag for flag, on in given.items() if on]
+    if used:
+        raise AiaynError(f"--document translates one whole text; {', '.join(used)} apply to input lines")

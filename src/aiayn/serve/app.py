@@ -37,7 +37,15 @@ from starlette.exceptions import HTTPException
 from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.errors import AiaynError
 from aiayn.serve.batcher import MicroBatcher, QueueFull, StopHook, Unavailable
-from aiayn.serve.limits import BodyLimit, ClientError, ServeSettings, check_texts, output_limits, text_costs
+from aiayn.serve.limits import (
+    BodyLimit,
+    ClientError,
+    ServeSettings,
+    check_texts,
+    forced_tokens,
+    output_limits,
+    text_costs,
+)
 from aiayn.serve.schemas import (
     TEXT_TOO_LONG,
     TOO_MANY_TEXTS,
@@ -167,21 +175,6 @@ def run_batch(
             attention = _attention(translator.attention_maps(src_ids, hyps[0].tokens))
         out.append(_translation(hyps, attention))
     return out
-
-
-def _forced_tokens(
-    translator: TranslatorLike, prefixes: list[str | None], constraints: list[list[str] | None]
-) -> list[int]:
-    """The output tokens each text's prefix or constraints need (the search lengthens its output to
-    hold them: aiayn.decode.stepper.Controls.needed), counted as the translator encodes them."""
-
-    def pieces(texts: list[str]) -> int:
-        return sum(max(len(ids) - 1, 0) for ids in translator.encode(texts))  # without </s>
-
-    return [
-        max(pieces([prefix] if prefix else []), pieces(list(phrases or [])))
-        for prefix, phrases in zip(prefixes, constraints, strict=True)
-    ]
 
 
 def model_info(translator: TranslatorLike, settings: ServeSettings) -> ModelInfo:
@@ -367,7 +360,7 @@ def _add_translate_routes(
         texts = body.texts
         check_texts(texts, settings)
         sources = translator.encode(texts)  # whole texts (a long one is translated in parts)
-        forced = _forced_tokens(translator, body.prefixes, body.constraint_lists)
+        forced = forced_tokens(translator.encode, body.prefixes, body.constraint_lists)
         costs = text_costs(sources, translator.config, body.beam_size, body.attention, settings, forced)
         options = Options(body.search, body.attention, body.sample, body.align)
         items = [

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,6 +114,23 @@ def output_limits(sources: list[list[int]], config: ModelConfig, attention_token
     default, and with attention at most attention_tokens - 1 (its tgt_tokens end with </s>)."""
     lens = max_lengths(torch.tensor([len(ids) for ids in sources]), config, LEN_A, LEN_B).tolist()
     return [min(n, attention_tokens - 1) for n in lens] if attention_tokens else lens
+
+
+def forced_tokens(
+    encode: Callable[[list[str]], list[list[int]]],
+    prefixes: list[str | None],
+    constraints: list[list[str] | None],
+) -> list[int]:
+    """The output tokens each text's prefix or constraints need (the search lengthens its output to
+    hold them: aiayn.decode.stepper.Controls.needed); `encode` gives pieces + </s> per text."""
+
+    def pieces(texts: list[str]) -> int:
+        return sum(max(len(ids) - 1, 0) for ids in encode(texts))
+
+    return [
+        max(pieces([prefix] if prefix else []), pieces(list(phrases or [])))
+        for prefix, phrases in zip(prefixes, constraints, strict=True)
+    ]
 
 
 def text_costs(
