@@ -6,6 +6,7 @@ a limit (a full disk, for the tests of atomic writes)."""
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,25 @@ def run_python():
         return proc.stdout
 
     return run
+
+
+TICK = 10.0
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """time.monotonic() returns `now[0]`; each update (text or vision) adds TICK seconds."""
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    from aiayn.train.trainer import Trainer
+    from aiayn.vision.train import VisionTrainer
+
+    for cls in (Trainer, VisionTrainer):
+        update = cls._update
+
+        def ticking(self, update=update):
+            now[0] += TICK
+            return update(self)
+
+        monkeypatch.setattr(cls, "_update", ticking)
+    return now

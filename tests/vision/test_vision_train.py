@@ -245,3 +245,17 @@ def test_cli_vision_train_and_vision_attention(tmp_path, capsys, one_thread):
         with pytest.raises(SystemExit):
             main(["vision-train", "--out", str(run), flag, value])
         assert "argument " + flag in capsys.readouterr().err
+
+
+def test_the_vision_budget_reads_the_whole_run_once(tmp_path, quadrant_splits, one_thread, fake_clock):
+    # a 2-minute budget is 12 updates of 10 fake seconds, with a checkpoint every 30 of them
+    # (an epoch is 32 updates: the budget, not the epochs, ends the run)
+    recipe = quick_recipe(epochs=None, minutes=2.0, save_minutes=0.5)
+    result = vision_train.train_vision(tmp_path / "vit", quadrant_splits, TINY, recipe, progress=False)
+    assert (result.stop_reason, result.step, result.seconds) == ("minutes", 12, 120.0)
+    saved = [_state(path)["loop"]["seconds"] for path in checkpoint.list_checkpoints(tmp_path / "vit")]
+    assert saved == [90.0, 120.0]  # the last two kept
+
+
+def _state(path):
+    return torch.load(path / "trainer_state.pt", weights_only=True)

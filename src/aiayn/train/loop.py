@@ -140,6 +140,7 @@ class TrainingLoop(ABC):
         """Start this invocation's clocks, metrics log (rows after the resume point dropped) and bar.
         `clock`: BudgetClock's `rate` and `unit`."""
         self.started = self.saved_time = self.window_start = time.monotonic()
+        self.seconds_before = self.state.seconds  # earlier invocations', fixed for this one
         main = self.env.is_main
         self.log = MetricsLog(self.run_dir, main)
         self.log.truncate(self.state.step)
@@ -152,8 +153,12 @@ class TrainingLoop(ABC):
         self.log.close()
 
     def _seconds(self) -> float:
-        """Wall-clock seconds of the whole run: earlier invocations' and this one's."""
-        return self.state.seconds + time.monotonic() - self.started
+        """Wall-clock seconds of the whole run: earlier invocations' and this one's.
+
+        Counted from `seconds_before`, not from `state.seconds`: each checkpoint stores this sum in
+        `state.seconds`, and adding the elapsed time to that again would count it once per save.
+        """
+        return self.seconds_before + time.monotonic() - self.started
 
     @contextlib.contextmanager
     def _paused(self):
