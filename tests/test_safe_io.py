@@ -69,6 +69,23 @@ def test_building_directory_replaces_whole_or_not_at_all(tmp_path):
     assert [p.name for p in out.iterdir()] == ["b"] and oct(out.stat().st_mode)[-3:] == "755"
 
 
+def test_a_linked_out_is_followed_and_the_link_kept(tmp_path):
+    """`prepare --force`, `export-hf` and `import-marian` with --out a symbolic link (issue 38 item 5)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "old").write_text("0")
+    link = tmp_path / "link"
+    link.symlink_to("real")
+    with building_directory(link) as work:
+        (work / "new").write_text("1")
+    assert link.is_symlink() and [p.name for p in (tmp_path / "real").iterdir()] == ["new"]
+    assert (link / "new").read_text() == "1" and hidden(tmp_path) == []
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to("nowhere")
+    with building_directory(dangling) as work:
+        (work / "a").write_text("2")
+    assert dangling.is_symlink() and (tmp_path / "nowhere" / "a").read_text() == "2"
+
+
 def test_leftovers_of_dead_runs_go_and_a_live_runs_stay(tmp_path):
     out = tmp_path / "out"
     with building_directory(out) as work:

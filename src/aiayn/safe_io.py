@@ -162,8 +162,11 @@ def building_directory(out: str | Path, what: str = "--out") -> Iterator[Path]:
     If the block raises, the work is removed and `out` is untouched. Every file is fsynced before the
     rename, so that after a crash `out` holds all of the new files or the old directory. A file at
     `out` or on the way to it is a one-line AiaynError (`what` names the option), before anything is made.
+    A symbolic link at `out` is followed: its target is rebuilt and swapped, and the link kept.
     """
     out = check_dir_path(out, what)
+    if out.is_symlink():
+        out = Path(os.path.realpath(out))
     out.parent.mkdir(parents=True, exist_ok=True)
     with _holding(out.parent):
         _clean_leftovers(out)

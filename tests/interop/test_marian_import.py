@@ -213,3 +213,39 @@ def test_a_damaged_marian_directory_is_one_line(tokenizer_files, tmp_path, capsy
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and re.search(message, err), err
     assert not (tmp_path / "out").exists()
+
+
+def test_errors_name_the_users_files_not_the_temporary_copy(tokenizer_files, tmp_path, capsys):
+    hf_dir = make_marian(tmp_path / "hf", tokenizer_files["shared"])
+    (hf_dir / "source.spm").write_bytes(b"not a sentencepiece model")
+    capsys.readouterr()
+    assert main(["import-marian", str(hf_dir), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(hf_dir / "source.spm") in err and ".tmp-" not in err, err
+
+
+def test_config_errors_name_the_file_and_the_missing_key(tokenizer_files, tmp_path):
+    hf_dir = make_marian(tmp_path / "hf", tokenizer_files["shared"])
+    edit_config(hf_dir, decoder_attention_heads=4)
+    with pytest.raises(
+        AiaynError, match=re.escape(f"{hf_dir / 'config.json'}: encoder_attention_heads=2 differs")
+    ):
+        import_marian(hf_dir, tmp_path / "out")
+    path = hf_dir / "config.json"
+    data = json.loads(path.read_text())
+    data["decoder_attention_heads"] = data["encoder_attention_heads"]  # undo the first edit
+    del data["encoder_layers"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(AiaynError, match=re.escape(f"{path}: no 'encoder_layers' setting")):
+        import_marian(hf_dir, tmp_path / "out")
+
+
+def test_a_pickled_module_is_refused_without_pytorchs_advice(tokenizer_files, tmp_path, capsys):
+    hf_dir = make_marian(tmp_path / "hf", tokenizer_files["shared"])
+    (hf_dir / "model.safetensors").unlink()
+    torch.save(torch.nn.Linear(2, 2), hf_dir / "pytorch_model.bin")
+    capsys.readouterr()
+    assert main(["import-marian", str(hf_dir), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot be read as plain tensors" in err, err
+    assert "\x1b" not in err and "weights_only" not in err, err

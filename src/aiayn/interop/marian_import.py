@@ -52,33 +52,36 @@ def read_hf_config(hf_dir: Path) -> dict[str, Any]:
     return data
 
 
-def _single_id(hf: dict[str, Any], key: str) -> int | None:
+def _single_id(hf: dict[str, Any], key: str, where: str) -> int | None:
     value = hf.get(key)
     if isinstance(value, list):
         if len(value) != 1:
-            raise AiaynError(f"config.json: {key}={value} (aiayn takes exactly one id)")
+            raise AiaynError(f"{where}: {key}={value} (aiayn takes exactly one id)")
         value = value[0]
     return value
 
 
-def _same(hf: dict[str, Any], a: str, b: str) -> Any:
+def _same(hf: dict[str, Any], a: str, b: str, where: str) -> Any:
     if hf.get(a) != hf.get(b):
         raise AiaynError(
-            f"config.json: {a}={hf.get(a)} differs from {b}={hf.get(b)}; aiayn uses one value for both"
+            f"{where}: {a}={hf.get(a)} differs from {b}={hf.get(b)}; aiayn uses one value for both"
         )
     return hf[a]
 
 
-def config_from_marian(hf: dict[str, Any], tie: str, unk_id: int) -> ModelConfig:
-    """MarianConfig (as a dict) -> the aiayn ModelConfig that computes the same function."""
+def config_from_marian(
+    hf: dict[str, Any], tie: str, unk_id: int, where: str | Path = "config.json"
+) -> ModelConfig:
+    """MarianConfig (as a dict) -> the aiayn ModelConfig that computes the same function.
+
+    `where` names the config.json in errors (its path, when it came from a directory).
+    """
     activation = ACTIVATIONS.get(hf.get("activation_function", "gelu"))
     if activation is None:
-        raise AiaynError(
-            f"config.json: activation_function={hf['activation_function']!r} is not relu/gelu/swish"
-        )
+        raise AiaynError(f"{where}: activation_function={hf['activation_function']!r} is not relu/gelu/swish")
     vocab = hf.get("vocab_size")
     if type(vocab) is not int or vocab < 1:
-        raise AiaynError(f"config.json: vocab_size must be a positive integer, got {vocab!r}")
+        raise AiaynError(f"{where}: vocab_size must be a positive integer, got {vocab!r}")
     shared = hf.get("share_encoder_decoder_embeddings", True)
     decoder_vocab = vocab if shared else (hf.get("decoder_vocab_size") or vocab)
     pad = hf.get("pad_token_id", vocab - 1)
@@ -89,8 +92,8 @@ def config_from_marian(hf: dict[str, Any], tie: str, unk_id: int) -> ModelConfig
                 vocab_size=decoder_vocab,
                 src_vocab_size=None if shared else vocab,
                 d_model=hf["d_model"],
-                d_ff=_same(hf, "encoder_ffn_dim", "decoder_ffn_dim"),
-                n_heads=_same(hf, "encoder_attention_heads", "decoder_attention_heads"),
+                d_ff=_same(hf, "encoder_ffn_dim", "decoder_ffn_dim", where),
+                n_heads=_same(hf, "encoder_attention_heads", "decoder_attention_heads", where),
                 n_layers=hf["encoder_layers"],
                 n_decoder_layers=hf["decoder_layers"],
                 dropout=hf.get("dropout", 0.1),
@@ -109,14 +112,16 @@ def config_from_marian(hf: dict[str, Any], tie: str, unk_id: int) -> ModelConfig
                 pad_id=pad,
                 unk_id=unk_id,
                 bos_id=start,
-                eos_id=_single_id(hf, "eos_token_id"),
+                eos_id=_single_id(hf, "eos_token_id", where),
                 decoder_start_id=start,
             )
         )
-    except (ConfigError, KeyError, TypeError) as err:
-        raise AiaynError(f"config.json: cannot express this Marian model in aiayn: {err}") from None
+    except KeyError as err:
+        raise AiaynError(f"{where}: no {err.args[0]!r} setting (a Marian config.json has one)") from None
+    except (ConfigError, TypeError) as err:
+        raise AiaynError(f"{where}: cannot express this Marian model in aiayn: {err}") from None
     if not 0 <= start < decoder_vocab:
-        raise AiaynError(f"config.json: decoder_start_token_id={start} is outside the target vocabulary")
+        raise AiaynError(f"{where}: decoder_start_token_id={start} is outside the target vocabulary")
     return config
 
 
@@ -134,9 +139,10 @@ def read_hf_weights(hf_dir: Path) -> dict[str, Tensor]:
     if legacy.is_file():
         try:
             weights = torch.load(legacy, map_location="cpu", weights_only=True)
-        except Exception as err:  # the unpickler raises many types; all mean "not plain tensors"
+        except Exception:  # the unpickler raises many types; all mean "not plain tensors"
             raise AiaynError(
-                f"{legacy}: cannot be read as plain tensors: {str(err).splitlines()[0]}"
+                f"{legacy}: cannot be read as plain tensors (it holds pickled objects, which aiayn never "
+                "runs); save the weights as model.safetensors"
             ) from None
         if not isinstance(weights, dict) or not all(isinstance(v, Tensor) for v in weights.values()):
             raise AiaynError(f"{legacy}: not a state dict (a mapping of names to tensors)")
@@ -207,18 +213,18 @@ def _copy_tokenizer(hf_dir: Path, out: Path, separate: bool) -> tuple[dict[str, 
     missing = [n for n in names.values() if n is not None and not (hf_dir / n).is_file()]
     if missing:
         raise AiaynError(f"{hf_dir}: missing tokenizer file(s) {', '.join(missing)}")
+    settings = {"type": "marian", **names}
+    tokenizer = MarianVocabTokenizer.from_settings(hf_dir, settings)  # errors name the user's files
     for name in names.values():
         if name is not None:
             shutil.copyfile(hf_dir / name, out / name)
-    settings = {"type": "marian", **names}
-    tokenizer = MarianVocabTokenizer.from_settings(out, settings)  # fails early on broken files
     return settings, tokenizer.unk_id
 
 
-def _check_vocab(config: ModelConfig, out: Path, settings: dict[str, Any]) -> None:
+def _check_vocab(config: ModelConfig, hf_dir: Path, settings: dict[str, Any]) -> None:
     for key, size in (("vocab", config.source_vocab_size), ("target_vocab", config.vocab_size)):
-        if settings.get(key) and max(read_vocab(out / settings[key]).values()) >= size:
-            raise AiaynError(f"{settings[key]}: ids reach beyond the model's vocabulary of {size}")
+        if settings.get(key) and max(read_vocab(hf_dir / settings[key]).values()) >= size:
+            raise AiaynError(f"{hf_dir / settings[key]}: ids reach beyond the model's vocabulary of {size}")
 
 
 def read_tokenizer_config(hf_dir: Path) -> dict[str, Any]:
@@ -229,14 +235,14 @@ def read_tokenizer_config(hf_dir: Path) -> dict[str, Any]:
     return read_json_object(path)
 
 
-def _check_layers(hf: dict[str, Any], weights: dict[str, Tensor]) -> None:
+def _check_layers(hf: dict[str, Any], weights: dict[str, Tensor], where: Path) -> None:
     """encoder_layers / decoder_layers against the layers the weights hold, before anything is built."""
     for stack in ("encoder", "decoder"):
         prefix = f"model.{stack}.layers."
         found = len({name[len(prefix) :].split(".")[0] for name in weights if name.startswith(prefix)})
         key = f"{stack}_layers"
         if hf[key] != found:
-            raise AiaynError(f"config.json: {key}={hf[key]} but the weights hold {found} {stack} layers")
+            raise AiaynError(f"{where}: {key}={hf[key]} but the weights hold {found} {stack} layers")
 
 
 def _check_out(hf_dir: Path, out: Path) -> None:
@@ -256,9 +262,9 @@ def import_marian(hf_dir: str | Path, out_dir: str | Path) -> Path:
     embeddings, tie = resolve_embeddings(hf, weights)
     with building_directory(out) as work:
         settings, unk_id = _copy_tokenizer(hf_dir, work, bool(tok_config.get("separate_vocabs")))
-        config = config_from_marian(hf, tie, unk_id)
-        _check_vocab(config, work, settings)
-        _check_layers(hf, weights)
+        config = config_from_marian(hf, tie, unk_id, hf_dir / "config.json")
+        _check_vocab(config, hf_dir, settings)
+        _check_layers(hf, weights, hf_dir / "config.json")
         state = marian_to_aiayn(weights, config, embeddings)
         check_fits(config, {k: tuple(v.shape) for k, v in state.items()}, str(hf_dir))
         model = Transformer(config)
