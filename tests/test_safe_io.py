@@ -9,7 +9,14 @@ import os
 import pytest
 
 from aiayn.errors import AiaynError
-from aiayn.safe_io import atomic_write_text, building_directory, capped_lines, resolve_inside, vacant
+from aiayn.safe_io import (
+    atomic_path,
+    atomic_write_text,
+    building_directory,
+    capped_lines,
+    resolve_inside,
+    vacant,
+)
 
 
 def hidden(directory):
@@ -28,6 +35,18 @@ def test_a_write_that_fails_midway_leaves_the_old_file_whole(tmp_path, run_pytho
     assert path.read_text() == "old " * 100 and hidden(tmp_path) == []
     atomic_write_text(path, "new")
     assert path.read_text() == "new" and hidden(tmp_path) == []
+
+
+def test_atomic_files_get_an_ordinary_files_mode(tmp_path):
+    """safetensors writes 0600 files: a model directory must be readable as its siblings are (item 9)."""
+    import torch
+    from safetensors.torch import save_file
+
+    (tmp_path / "plain").write_text("x")
+    with atomic_path(tmp_path / "model.safetensors") as tmp:
+        save_file({"a": torch.zeros(2)}, str(tmp))
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes["model.safetensors"] == modes["plain"], modes
 
 
 def test_resolve_inside_takes_plain_names_only(tmp_path):

@@ -46,6 +46,15 @@ def fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_umask()  # what an ordinary new file gets (0644 under the usual umask)
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside `path` for the caller to write; fsynced and renamed onto `path` at the end.
@@ -56,6 +65,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
         yield tmp
+        os.chmod(tmp, FILE_MODE)  # writers such as safetensors make private (0600) files
         fsync_file(tmp)
         os.replace(tmp, path)
     finally:
