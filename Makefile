@@ -1,4 +1,4 @@
-# aiayn: `make demo` runs the main job, `make test` the tests. Both install what they need.
+# aiayn: `make demo` runs the main job, `make test` the tests (and builds the docs). Both install what they need.
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,14 +7,21 @@ DEB_PACKAGES := sword-text-sparv sword-text-kjv sword-text-web \
                 libreoffice-help-en-us libreoffice-help-de libreoffice-help-es dataset-fashion-mnist \
                 chromium chromium-driver libtcmalloc-minimal4 g++
 PIP_FLAGS := -q -c constraints.txt
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict  # the theme's notice about its successor off
 
-.PHONY: demo test test-fast bench lint deb venv clean
+.PHONY: demo test test-fast bench lint docs docs-venv deb venv clean
 
 demo: venv
 	$(VENV)/bin/aiayn quickstart
 
-test: venv
+test: venv docs-venv
 	$(PY) -m pytest
+	$(MKDOCS) --quiet
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or a missing API
+# object fails. It builds offline: the theme's fonts are the system's, the API from the sources.
+docs: docs-venv
+	$(MKDOCS)
 
 # The edit-test loop: everything but the end-to-end tests marked slow (`make test` runs those too).
 test-fast: venv
@@ -47,5 +54,12 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PIP) install $(PIP_FLAGS) -e '.[test]'
 	touch $@
 
+# The docs extra (MkDocs, Material, mkdocstrings), held by the same constraints file.
+docs-venv: venv $(VENV)/.docs-installed
+
+$(VENV)/.docs-installed: $(VENV)/.installed
+	$(PIP) install $(PIP_FLAGS) -e '.[docs]'
+	touch $@
+
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) site
