@@ -245,3 +245,39 @@ def test_translate_never_writes_into_a_model_or_onto_its_stdin(toy_model_dir, tm
         os.close(saved)
     assert "is the file standard input reads; write to another file" in capsys.readouterr().err
     assert (tmp_path / "in.txt").read_text(encoding="utf-8") == "el gato\n"
+
+
+FULL_DISK = """
+import contextlib, io, sys
+from aiayn.cli import main
+err = io.StringIO()
+limit_files({limit})
+with contextlib.redirect_stderr(err):
+    code = main(["translate", {model!r}, "-i", {src!r}, "-o", {out!r}])
+print(code, err.getvalue().strip(), sep="\\t")
+"""
+
+
+def test_a_full_disk_is_one_line_and_presents_no_partial_output(toy_model_dir, tmp_path, run_python):
+    """Issue 38 item 7: the output file's writes fail midway (a file-size limit stands in for a full
+    disk); the old output stays as it was and no temporary file is left."""
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("".join(s + "\n" for s, _ in toy_pairs(40, seed=3)), encoding="utf-8")
+    out.write_text("old\n")
+    printed = run_python(FULL_DISK.format(limit=64, model=str(toy_model_dir), src=str(src), out=str(out)))
+    code, _, err = printed.strip().partition("\t")
+    assert code == "1" and len(err.splitlines()) == 1 and "File too large" in err, printed
+    assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.txt"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_standard_output_is_one_line(toy_model_dir):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "aiayn", "translate", str(toy_model_dir)],
+            input="a b c\n" * 200, stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=300,
+        )  # fmt: skip
+    err = proc.stderr.strip()
+    assert proc.returncode == 1 and len(err.splitlines()) == 1, err
+    assert err.startswith("aiayn translate: error:") and "No space left on device" in err, err

@@ -7,8 +7,10 @@ Errors that a user can fix (`AiaynError`) print one line on stderr and exit with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 
@@ -229,11 +231,10 @@ def _controls(args: argparse.Namespace) -> dict:
 
 
 def _run_translate(args: argparse.Namespace) -> None:
-    import contextlib
 
     from aiayn.decode.stream import read_document, translate_stream
     from aiayn.decode.translator import Translator
-    from aiayn.safe_io import input_file, output_file
+    from aiayn.safe_io import atomic_path, input_file, output_file
 
     options = _decode_config(args, args.nbest)
     check_document_flags(args)
@@ -251,11 +252,23 @@ def _run_translate(args: argparse.Namespace) -> None:
         lines = stack.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         name = args.input or "<stdin>"
         document = read_document(lines, name) if args.document else None  # a bad input empties no -o
-        out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
+        out = sys.stdout
+        if args.output and _regular(args.output):  # written aside, renamed at the end: no partial output
+            out = stack.enter_context(
+                open(stack.enter_context(atomic_path(args.output)), "w", encoding="utf-8")
+            )
         if document is not None:
             out.write(translator.translate_document(document, options, **controls))
         else:
             translate_stream(translator, lines, out, sys.stderr, name, options=options, **controls)
+
+
+def _regular(path: str) -> bool:
+    """Whether `path` is (or will be) a regular file, not a device or a pipe (`-o /dev/stdout`)."""
+    import stat
+    from pathlib import Path
+
+    return not Path(path).exists() or stat.S_ISREG(Path(path).stat().st_mode)
 
 
 COMMANDS.append(_add_translate)
@@ -378,6 +391,21 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"aiayn {args.command}: interrupted", file=sys.stderr)
         return 130
+    except OSError as err:  # the machine's, not aiayn's: a full disk, a closed pipe, no permission
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"aiayn {args.command}: error: {where}{err.strerror or err}", file=sys.stderr)
+        _silence_stdout()
+        return 1
+
+
+def _silence_stdout() -> None:
+    """If standard output is what failed (full, closed), point it at /dev/null, so that what is still
+    buffered for it is not written again, with a second error, when Python exits."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def entry() -> int:
