@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
+from aiayn.apps.quickstart import QUICKSTART_TRAIN
 from aiayn.config import TrainConfig
 from aiayn.data.batching import TokenBatchSampler, collate
 from aiayn.data.dataset import TokenDataset
-from aiayn.quickstart import QUICKSTART_TRAIN
 
 TARGET = 0.05  # issue 9: under 5% padding
 DEFAULT_DATA = Path(tempfile.gettempdir()) / "aiayn-bench" / "bible-es-en"

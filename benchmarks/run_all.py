@@ -65,7 +65,7 @@ PASSES: dict[str, tuple[dict[str, str | None], str]] = {
     "avx2": ({**AVX2_ENV, "AIAYN_INT8_PATH": None}, "AVX2 kernels selected"),
 }
 CHOSEN = "the kernels this environment selects"  # the native pass's name when AVX2_ENV's variables are set
-DOCTOR = "import json; from aiayn.doctor import report; print(json.dumps(report(measure=True)))"
+DOCTOR = "import json; from aiayn.apps.doctor import report; print(json.dumps(report(measure=True)))"
 
 
 def environment(changes: Mapping[str, str | None]) -> dict[str, str]:
@@ -91,7 +91,7 @@ def machine(env: Mapping[str, str | None]) -> tuple[str, dict]:
     """`aiayn doctor`'s report measured under `env` (in a fresh process: the kernels read their
     variables when they load), printed whole, and one line naming the machine: CPU model, cores,
     instruction-set flags, measured fp32 matmul speed, torch, the load average."""
-    from aiayn.doctor import format_report
+    from aiayn.apps.doctor import format_report
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())  # before the doctor's own matmul timing
     command = [sys.executable, "-c", DOCTOR]
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write every pass's rows, machine line and doctor report here")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
-    from aiayn.doctor import cpu
+    from aiayn.apps.doctor import cpu
 
     passes = [run_pass(isa, args, only) for isa in isa_passes(args.isa, cpu()["flags"], os.environ)]
     for done in passes:

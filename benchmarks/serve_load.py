@@ -9,7 +9,7 @@ failed connection). It exits with status 1 if any request failed.
     batched     --batch-wait-ms 5 --batch-texts 64   (the server's defaults)
     unbatched   --batch-wait-ms 0 --batch-texts 1    (one request per model call)
 
-Without --model it trains the tests' toy model (aiayn.toy, a few seconds)
+Without --model it trains the tests' toy model (tests/toy.py, a few seconds)
 in a temporary folder. `--int8` starts every server with `--int8`. `--json PATH` writes
 {"rows": [...], "results": {...}} for benchmarks/run_all.py: requests/s and p50 latency of the
 micro-batched server against the one-at-a-time one.
@@ -119,7 +119,8 @@ async def load(url: str, texts: list[str], clients: int, seconds: float) -> dict
 
 
 def _toy_model(folder: Path) -> tuple[Path, list[str]]:
-    from aiayn.toy import build_toy_model_dir, toy_pairs
+    sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))  # the toy task is a test fixture
+    from toy import build_toy_model_dir, toy_pairs
 
     print("training the tests' toy model (a few seconds) ...", file=sys.stderr)
     return build_toy_model_dir(folder / "model"), [src for src, _ in toy_pairs(64, seed=1)]

@@ -199,7 +199,7 @@ def worker(conn, name: str, preset: str, threads: int, adam: str, compile_model:
     import transformers  # noqa: F401  (every worker imports the same libraries: equal baselines)
 
     import aiayn.model.transformer  # noqa: F401
-    from aiayn.doctor import allocator
+    from aiayn.apps.doctor import allocator
 
     torch.set_num_threads(threads)
     torch.manual_seed(seed)

@@ -1,7 +1,8 @@
 """Shared test settings: deterministic, two threads (the CI machine has two cores), the toy data of
-toy_translation.py (the toy translator's model directory, trained once per session, a data directory
-of its task, and small corpora written on demand), and a child process whose files cannot grow past
-a limit (a full disk, for the tests of atomic writes)."""
+toy_translation.py (the toy translator's model directory, trained once per session, and its
+Translator, loaded once per test module; a data directory of its task, and small corpora written on
+demand), and a child process whose files cannot grow past a limit (a full disk, for the tests of
+atomic writes)."""
 
 import os
 import subprocess
@@ -27,6 +28,14 @@ def _seed():
 def toy_model_dir(tmp_path_factory) -> Path:
     """config.json + model.safetensors + spm.model of the toy translator."""
     return build_toy_model_dir(tmp_path_factory.mktemp("toy") / "model")
+
+
+@pytest.fixture(scope="module")
+def translator(toy_model_dir):
+    """The toy translator loaded on the CPU, once per test module."""
+    from aiayn.decode.translator import Translator
+
+    return Translator.load(toy_model_dir, device="cpu")
 
 
 @pytest.fixture(scope="session")

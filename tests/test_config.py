@@ -1,7 +1,7 @@
 """aiayn.config, all in one place: ModelConfig presets (and configs/*.yaml, which must match them),
-validation, serialisation and key=value overrides; and the one DecodeConfig (issue 17 item 1), whose
-defaults (the paper's section 6.1) are the only ones: the CLI, the server's schema and
-Translator.translate start from it."""
+validation and serialisation (key=value overrides: test_overrides.py); and the one DecodeConfig
+(issue 17 item 1), whose defaults (the paper's section 6.1) are the only ones: the CLI, the
+server's schema and Translator.translate start from it."""
 
 from __future__ import annotations
 
@@ -116,27 +116,6 @@ def test_a_bad_config_file_names_the_file_and_the_line(tmp_path, text, message):
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path))}/{message}") as caught:
         RunConfig.from_yaml(path)
     assert "\n" not in str(caught.value)
-
-
-def test_overrides_find_their_config_and_parse_types():
-    model, train, decode = apply_overrides(
-        [ModelConfig(), TrainConfig(), DecodeConfig()],
-        ["d_model=64", "n_heads=4", "warmup_steps=300", "norm_first=true", "clip_norm=none", "alpha=1.0"],
-    )
-    got = (model.d_model, model.norm_first, train.warmup_steps, train.clip_norm, decode.alpha)
-    assert got == (64, True, 300, None, 1.0)
-    with pytest.raises(ConfigError, match="no such setting"):
-        apply_overrides([ModelConfig()], ["dmodel=3"])
-    with pytest.raises(ConfigError, match="expected int"):
-        apply_overrides([ModelConfig()], ["d_model=big"])
-    with pytest.raises(ConfigError, match="not divisible"):
-        apply_overrides([ModelConfig()], ["n_heads=7"])
-    assert apply_overrides([ModelConfig()], ["tie_embeddings=none"])[0].tie_embeddings == "none"  # a word
-    for setting in ("warmup_steps=null", "d_model=none", "seed=null"):  # null only where a field takes it
-        with pytest.raises(
-            ConfigError, match=rf"^--set {setting.split('=')[0]}: null is not a value of this"
-        ):
-            apply_overrides([ModelConfig(), TrainConfig()], [setting])
 
 
 def test_head_sizes_are_d_model_over_h_unless_both_are_set():

@@ -1,4 +1,4 @@
-"""The tests' toy data, all drawn by aiayn.toy's one generator (`sentences`, `word_for_word`):
+"""The tests' toy data, all drawn by toy.py's one generator (`sentences`, `word_for_word`):
 
 - `toy_pairs` and `build_toy_model_dir`: the toy translator (the `toy_model_dir` fixture) and the
   Spanish->English pairs it is trained on; `toy_data_dir` (tests/conftest.py) holds 40 of them.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from aiayn.config import ModelConfig, RunConfig, TrainConfig
 from aiayn.data.datadir import DataDir
-from aiayn.toy import build_toy_model_dir, sentences, toy_pairs, word_for_word, write_parallel
+from toy import build_toy_model_dir, sentences, toy_pairs, word_for_word, write_parallel
 
 __all__ = [
     "build_toy_model_dir",

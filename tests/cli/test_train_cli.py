@@ -11,9 +11,9 @@ import torch
 
 from aiayn.cli import main
 from aiayn.model.io import load_model_dir
-from aiayn.toy import word_for_word
 from aiayn.train.checkpoint import average_run
 from aiayn.train.trainer import train
+from toy import word_for_word
 from toy_translation import tiny_config, write_parallel
 
 CONFIGS = Path(__file__).parent.parent.parent / "configs"
@@ -125,7 +125,7 @@ def test_init_from_starts_training_from_the_given_weights(data_dir, tmp_path):
 
 
 def test_quickstart_seed_reaches_the_trainer(monkeypatch, tmp_path):
-    import aiayn.quickstart as qs
+    import aiayn.apps.quickstart as qs
 
     calls = []
     monkeypatch.setattr(qs, "quickstart", lambda *args: calls.append(args))
@@ -142,7 +142,7 @@ def test_quickstart_seed_reaches_the_trainer(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("minutes", ["0", "-1", "nan", "inf"])
 def test_a_bad_quickstart_budget_is_refused_before_any_work(monkeypatch, tmp_path, capsys, minutes):
-    import aiayn.quickstart as qs
+    import aiayn.apps.quickstart as qs
 
     monkeypatch.setattr(qs, "quickstart", lambda *args: pytest.fail("quickstart ran"))
     assert main(["quickstart", "--minutes", minutes, "--out", str(tmp_path / "qs")]) == 2

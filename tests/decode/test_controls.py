@@ -13,11 +13,6 @@ from aiayn.errors import AiaynError
 from toy_translation import toy_pairs
 
 
-@pytest.fixture(scope="module")
-def translator(toy_model_dir) -> Translator:
-    return Translator.load(toy_model_dir, device="cpu")
-
-
 def test_a_prefix_is_continued_even_an_unlikely_one(translator):
     free = translator.translate(["el perro come agua"])[0]
     assert translator.translate(["el perro come agua"], prefix=[free.split()[0]])[0] == free

@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
 
 from aiayn.decode.translator import Translation, Translator, token_batches
 from aiayn.errors import AiaynError
-from aiayn.tokenizers import load_tokenizer
 from toy_translation import toy_pairs
-
-
-@pytest.fixture(scope="module")
-def translator(toy_model_dir) -> Translator:
-    return Translator.load(toy_model_dir, device="cpu")
 
 
 def test_load_exposes_model_tokenizer_config(translator, toy_model_dir):
@@ -72,19 +64,6 @@ def test_bad_arguments(translator):
         translator.translate("el perro")
     with pytest.raises(AiaynError, match="n_best"):
         translator.translate(["el"], beam_size=2, n_best=3)
-    with pytest.raises(AiaynError, match="unknown tokenizer"):
-        load_tokenizer("somewhere", {"tokenizer": {"type": "wordpiece"}})
-
-
-def test_tokenizer_files_are_read_from_the_model_directory_only(toy_model_dir, tmp_path):
-    elsewhere = tmp_path / "elsewhere.model"
-    shutil.copyfile(toy_model_dir / "spm.model", elsewhere)
-    for name in (str(elsewhere), "../elsewhere.model", f"../{toy_model_dir.name}/spm.model"):
-        with pytest.raises(AiaynError, match=r"config.json: tokenizer.model: .* is not a plain file name"):
-            load_tokenizer(toy_model_dir, {"tokenizer": {"type": "sentencepiece", "model": name}})
-    settings = {"type": "marian", "source": "spm.model", "target": "spm.model", "vocab": str(elsewhere)}
-    with pytest.raises(AiaynError, match=r"config.json: tokenizer.vocab: .* is not a plain file name"):
-        load_tokenizer(toy_model_dir, {"tokenizer": settings})
 
 
 @pytest.mark.parametrize("beam", [1, 4])

@@ -1,5 +1,5 @@
 """Helpers for the Marian interop tests: SentencePiece models and vocabularies trained on synthetic
-text (aiayn.toy's generator over the words below), and random-initialised MarianMTModel directories
+text (toy.py's generator over the words below), and random-initialised MarianMTModel directories
 built locally (nothing is downloaded)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import sentencepiece as spm
 import torch
 
-from aiayn.toy import sentences
+from toy import sentences
 
 SOURCE_WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
 SOURCE_WORDS += ["eta", "theta", "iota", "kappa", "lambda", "omicron"]

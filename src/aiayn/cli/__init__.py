@@ -14,13 +14,13 @@ import os
 import sys
 from collections.abc import Callable
 
+from aiayn.apps.quickstart import QUICKSTART_STEPS
 from aiayn.cli import parse as parse_cli
 from aiayn.cli import prepare as prepare_cli
 from aiayn.cli.options import add_device_option, add_set_option, check_document_flags, counting_number
 from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
 from aiayn.errors import AiaynError
 from aiayn.malloc import run_under_tcmalloc
-from aiayn.quickstart import QUICKSTART_STEPS
 
 Handler = Callable[[argparse.Namespace], int | None]
 
@@ -49,7 +49,7 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_quickstart(args: argparse.Namespace) -> None:
-    from aiayn.quickstart import quickstart
+    from aiayn.apps.quickstart import quickstart
 
     if args.minutes is not None and not (math.isfinite(args.minutes) and args.minutes > 0):
         raise AiaynError(f"--minutes must be a finite number > 0, got {args.minutes}")
@@ -296,8 +296,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_evaluate(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
+    from aiayn.cli.options import evaluate_on_split
     from aiayn.evaluate import evaluate_files, evaluate_model, write_scores
 
     if parse_cli.wants_parseval(args):
@@ -312,19 +311,7 @@ def _run_evaluate(args: argparse.Namespace) -> None:
     else:
         if not (args.model_dir and args.data_dir):
             raise AiaynError("give MODEL_DIR DATA_DIR (or --hyp F --ref F)")
-        out = args.out or str(Path(args.model_dir) / "eval")
-        scores = evaluate_model(
-            args.model_dir,
-            args.data_dir,
-            args.split,
-            _decode_config(args),
-            out_dir=out,
-            device=args.device,
-            limit=args.limit,
-            progress=not args.no_progress,
-            int8=args.int8,
-        )
-        scores["scores"] = str(Path(out) / "scores.json")
+        scores = evaluate_on_split(evaluate_model, args, _decode_config(args))
     print(scores["bleu_text"])
     print(scores["chrf_text"])
     for key in ("hypotheses", "scores"):
@@ -343,7 +330,7 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_plot(args: argparse.Namespace) -> None:
-    from aiayn.viz import plot_training_curves
+    from aiayn.apps.viz import plot_training_curves
 
     for path in plot_training_curves(args.run_dir, args.out):
         print(f"wrote {path}")

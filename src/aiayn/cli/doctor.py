@@ -18,7 +18,7 @@ def add_doctor(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_doctor(args: argparse.Namespace) -> None:
-    from aiayn.doctor import format_report, report
+    from aiayn.apps.doctor import format_report, report
 
     rep = report(measure=not args.no_measure)
     print(json.dumps(rep, indent=2) if args.json else format_report(rep))

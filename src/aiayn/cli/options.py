@@ -1,9 +1,13 @@
 """The argparse types and options that several `aiayn` commands share: `--device` checked as it
-is parsed, counts of 1 or more, `--set KEY=VALUE` overrides, and the flags `--document` excludes."""
+is parsed, counts of 1 or more, `--set KEY=VALUE` overrides, the flags `--document` excludes, and
+`aiayn evaluate MODEL_DIR DATA_DIR`'s call of its evaluator (translations and parse trees alike)."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from aiayn.errors import AiaynError
 
@@ -58,3 +62,23 @@ def check_document_flags(args: argparse.Namespace) -> None:
     used = [flag for flag, on in given.items() if on]
     if used:
         raise AiaynError(f"--document translates one whole text; {', '.join(used)} apply to input lines")
+
+
+def evaluate_on_split(evaluate: Callable[..., dict[str, Any]], args: argparse.Namespace, options) -> dict:
+    """`evaluate` (aiayn.evaluate.evaluate_model or aiayn.parse.evaluate.evaluate_parser) of
+    MODEL_DIR on DATA_DIR's --split with the search `options`, its files in --out (default
+    MODEL_DIR/eval); the scores with "scores": the path of scores.json."""
+    out = args.out or str(Path(args.model_dir) / "eval")
+    scores = evaluate(
+        args.model_dir,
+        args.data_dir,
+        args.split,
+        options,
+        out_dir=out,
+        device=args.device,
+        limit=args.limit,
+        progress=not args.no_progress,
+        int8=args.int8,
+    )
+    scores["scores"] = str(Path(out) / "scores.json")
+    return scores

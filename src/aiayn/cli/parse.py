@@ -110,9 +110,9 @@ def run_evaluate(
 
     `decode_config(args)`: the search evaluate's arguments ask for.
     """
+    from aiayn.cli.options import evaluate_on_split
     from aiayn.parse.evaluate import evaluate_baseline, evaluate_parser, evaluate_tree_files
 
-    out = args.out
     if args.hyp or args.ref:
         if not (args.hyp and args.ref) or args.model_dir or args.data_dir or args.baseline:
             raise AiaynError("give either MODEL_DIR DATA_DIR, or --hyp F --ref F")
@@ -132,20 +132,9 @@ def run_evaluate(
         if not (args.model_dir and args.data_dir):
             raise AiaynError("give MODEL_DIR DATA_DIR (or --hyp F --ref F)")
         fill_search_defaults(args, parse=True)
-        out = args.out or str(Path(args.model_dir) / "eval")
-        scores = evaluate_parser(
-            args.model_dir,
-            args.data_dir,
-            args.split,
-            decode_config(args),
-            out_dir=out,
-            device=args.device,
-            limit=args.limit,
-            progress=not args.no_progress,
-            int8=args.int8,
-        )
-    if out:
-        scores["scores"] = str(Path(out) / "scores.json")
+        scores = evaluate_on_split(evaluate_parser, args, decode_config(args))
+    if args.out:
+        scores["scores"] = str(Path(args.out) / "scores.json")
     print(scores["parseval_text"])
     for key in ("hypotheses", "scores"):
         if key in scores:

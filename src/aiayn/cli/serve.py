@@ -85,8 +85,8 @@ def add_attention(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_attention(args: argparse.Namespace) -> None:
+    from aiayn.apps.viz import png_path, save_attention_png
     from aiayn.decode.translator import Translator
-    from aiayn.viz import png_path, save_attention_png
 
     png_path(args.out)  # before the model loads: a bad --out fails fast
     if not args.text.strip():

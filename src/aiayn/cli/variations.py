@@ -42,8 +42,8 @@ def add_variations(sub: argparse._SubParsersAction) -> None:
 def _run_variations(args: argparse.Namespace) -> None:
     from pathlib import Path
 
-    from aiayn.variations import Budget, run_variations
-    from aiayn.variations.table import OUTPUT_FILES
+    from aiayn.apps.variations import Budget, run_variations
+    from aiayn.apps.variations.table import OUTPUT_FILES
 
     budget = Budget(steps=args.steps, minutes=args.minutes)
     run_variations(

@@ -68,8 +68,8 @@ def add_vision_attention(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_vision_attention(args: argparse.Namespace) -> None:
+    from aiayn.apps.viz import png_path
     from aiayn.vision.plots import plot_attention
-    from aiayn.viz import png_path
 
     png_path(args.out)
     if args.layer is not None and args.layer < 1:

@@ -15,6 +15,7 @@ from typing import Any
 from aiayn.errors import AiaynError
 
 DEFAULT_CORPUS = "bible-es-en"
+SYNTHETIC_TREES = "synthetic-trees"  # built in too, but parse trees: prepared by aiayn.parse (section 6.3)
 
 
 @dataclass(frozen=True)

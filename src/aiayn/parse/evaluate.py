@@ -15,16 +15,14 @@ the same punctuation from both trees (tags are not scored). Each returns a dict 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-from tqdm import tqdm
 
 from aiayn.config import DecodeConfig
 from aiayn.data.datadir import DataDir
 from aiayn.errors import AiaynError
-from aiayn.evaluate import write_scores
+from aiayn.evaluate.split import Split, evaluate_split, write_outputs
 from aiayn.parse.parser import PARSE_DECODE, Parser
 from aiayn.parse.parseval import format_scores, parseval
 from aiayn.parse.trees import Tree, read_tree_lines
@@ -45,14 +43,39 @@ def _scores(golds: Sequence[Tree], tests: Sequence[Tree | None], **extra: Any) -
     return scores
 
 
-def _write(trees: Sequence[Tree], scores: dict[str, Any], out_dir: str | Path | None, split: str) -> None:
-    if out_dir is None:
-        return
-    hyp_path = Path(out_dir) / f"{split}.hyp"
-    hyp_path.parent.mkdir(parents=True, exist_ok=True)
-    hyp_path.write_text("".join(f"{tree}\n" for tree in trees), encoding="utf-8")
-    scores["hypotheses"] = str(hyp_path)
-    write_scores(scores, out_dir)
+class ParseTask:
+    """Section 6.3's evaluation: the words of raw/{split}.tree parsed with the paper's parsing search,
+    scored against those trees (parseval)."""
+
+    verb = "parsing"
+
+    def default_decode(self) -> DecodeConfig:
+        return DecodeConfig(**PARSE_DECODE)
+
+    def read(self, data: DataDir, split: str, limit: int | None) -> Split:
+        data.parse_meta()  # parse data, or a one-line error
+        path = data.raw(split, "tree")
+        golds = read_gold(path, limit)
+        return Split(golds, golds, path)
+
+    def load(self, model: Parser | str | Path, data: DataDir, device: Any, int8: bool) -> Parser:
+        if isinstance(model, Parser):
+            return model
+        return Parser.load(model, device, int8, data.parse_meta()["parse"]["labels"])
+
+    def decode(
+        self, decoder: Parser, split: Split, options: DecodeConfig, progress: Callable[[int], object]
+    ) -> list[Tree]:
+        """A tree of each gold tree's words, carrying the gold POS tags (the model predicts none)."""
+        sentences = [gold.words() for gold in split.inputs]
+        tags = [[leaf.label for leaf in gold.preterminals()] for gold in split.inputs]
+        return decoder.parse(sentences, options, tags=tags, progress=progress)
+
+    def score(self, hypotheses: Sequence[Tree], references: Sequence[Tree]) -> dict[str, Any]:
+        return _scores(references, hypotheses)
+
+
+PARSING = ParseTask()
 
 
 def evaluate_parser(
@@ -60,30 +83,16 @@ def evaluate_parser(
     data_dir: str | Path,
     split: str = "test",
     decode_config: DecodeConfig | None = None,
-    out_dir: str | Path | None = None,
-    device: Any = None,
-    limit: int | None = None,
-    progress: bool = False,
-    int8: bool = False,
+    **options: Any,
 ) -> dict[str, Any]:
     """Parse the words of DATA_DIR/raw/{split}.tree with beam search and score the trees against it.
 
     `model`: a Parser or a model directory. `decode_config` defaults to the paper's parsing search
-    (beam 21, alpha 0.3, |input| + 300). With `out_dir`, the trees go to out_dir/{split}.hyp and the
-    scores to out_dir/scores.json. `limit`: the first N sentences only.
+    (beam 21, alpha 0.3, |input| + 300). `options`: out_dir, device, limit, progress and int8, as
+    aiayn.evaluate.split.evaluate_split takes them (with `out_dir`, the trees go to
+    out_dir/{split}.hyp and the scores to out_dir/scores.json).
     """
-    data = DataDir(data_dir)
-    meta = data.parse_meta()
-    golds = read_gold(data.raw(split, "tree"), limit)
-    parser = model if isinstance(model, Parser) else Parser.load(model, device, int8, meta["parse"]["labels"])
-    options = decode_config or DecodeConfig(**PARSE_DECODE)
-    sentences = [gold.words() for gold in golds]
-    tags = [[leaf.label for leaf in gold.preterminals()] for gold in golds]
-    with tqdm(total=len(golds), desc=f"parsing {split}", unit="sent", disable=not progress) as bar:
-        trees = parser.parse(sentences, options, tags=tags, progress=bar.update)
-    scores = _scores(golds, trees, split=split, decode=options.to_dict())
-    _write(trees, scores, out_dir, split)
-    return scores
+    return evaluate_split(PARSING, model, data_dir, split, decode_config, **options)
 
 
 def evaluate_tree_files(hyp_path: str | Path, ref_path: str | Path) -> dict[str, Any]:
@@ -129,5 +138,6 @@ def evaluate_baseline(
     scores = _scores(
         golds, trees, split=split, baseline=f"right-branching ({root_label} root, {label} inside)"
     )
-    _write(trees, scores, out_dir, split)
+    if out_dir is not None:
+        write_outputs(trees, scores, out_dir, split)
     return scores

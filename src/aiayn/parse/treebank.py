@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from aiayn.data.sources import SYNTHETIC_TREES as SYNTHETIC
 from aiayn.errors import AiaynError
 from aiayn.parse.grammar import synthetic_treebank
 from aiayn.parse.trees import Tree, normalise, read_trees
 
-SYNTHETIC = "synthetic-trees"
 WSJ_SECTIONS = {"train": range(2, 22), "valid": range(22, 23), "test": range(23, 24)}
 _WSJ_FILE = re.compile(r"wsj_(\d\d)\d\d\.mrg", re.IGNORECASE)
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from aiayn.apps.viz import plot_curve, read_metrics
 from aiayn.errors import AiaynError
 from aiayn.vision.attention import attention_rollout, class_token_attention, patch_map
 from aiayn.vision.data import load_fashion_mnist
 from aiayn.vision.io import load_vision_model
-from aiayn.viz import plot_curve, read_metrics
 
 
 def plot_vision_curves(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:

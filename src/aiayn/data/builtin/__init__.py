@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from aiayn.data.builtin.bible import load_bible
 from aiayn.data.builtin.libreoffice import load_libreoffice
+from aiayn.data.sources import SYNTHETIC_TREES
 from aiayn.errors import AiaynError
 
 Splits = dict[str, list[tuple[str, str]]]
@@ -60,10 +61,8 @@ CORPORA: dict[str, BuiltinCorpus] = {
 
 def get_corpus(name: str) -> BuiltinCorpus:
     if name not in CORPORA:
-        from aiayn.parse.treebank import SYNTHETIC
-
-        known = ", ".join(CORPORA)
-        raise AiaynError(f"unknown corpus {name!r}; built-in corpora: {known}, and {SYNTHETIC} (parsing)")
+        known = f"{', '.join(CORPORA)}, and {SYNTHETIC_TREES} (parsing)"
+        raise AiaynError(f"unknown corpus {name!r}; built-in corpora: {known}")
     return CORPORA[name]
 
 

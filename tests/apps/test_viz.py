@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from aiayn.apps.viz import attention_axes, plot_attention, save_attention_png
 from aiayn.errors import AiaynError
-from aiayn.viz import attention_axes, plot_attention, save_attention_png
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

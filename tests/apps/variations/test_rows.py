@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
+from aiayn.apps.variations.rows import PAPER_ROWS, PAPER_VOCAB, row_config, select_rows, settings
+from aiayn.apps.variations.run import reference_config
 from aiayn.errors import AiaynError
 from aiayn.model import Transformer
-from aiayn.variations.rows import PAPER_ROWS, PAPER_VOCAB, row_config, select_rows, settings
-from aiayn.variations.run import reference_config
 
 # Table 3 of the paper, transcribed: N, d_model, d_ff, h, d_k, d_v, P_drop, eps_ls (blank = base's).
 PAPER = {

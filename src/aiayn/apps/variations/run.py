@@ -28,12 +28,12 @@ from typing import Any
 
 import torch
 
+from aiayn.apps.variations.rows import PaperRow, row_config, select_rows, settings
 from aiayn.config import ModelConfig, RunConfig
 from aiayn.data.datadir import DataDir
 from aiayn.errors import AiaynError
 from aiayn.overrides import apply_overrides
 from aiayn.safe_io import output_dir
-from aiayn.variations.rows import PaperRow, row_config, select_rows, settings
 
 RESULT_FILE, TIME_FILE = "result.json", "train_time.json"
 BUDGET_FIELDS = ("max_steps", "minutes")
@@ -67,7 +67,7 @@ def _say(text: str) -> None:
 def reference_config(preset: str = "tiny", overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
     """The reference row: tiny with the quickstart's CPU recipe, or the paper's base model and
     recipe (section 5); then `key=value` overrides. One checkpoint is kept (no averaging)."""
-    from aiayn.quickstart import quickstart_config
+    from aiayn.apps.quickstart import quickstart_config
 
     if preset == "tiny":
         config = quickstart_config(steps=None)
@@ -238,7 +238,7 @@ def _describe(config: RunConfig) -> str:
 def _check_out(out: Path) -> None:
     """Make OUT, unless it is a file or holds a table.md, table.csv or bleu_vs_params.png that no
     earlier run wrote (a run's OUT has base/, the reference row it trains first): those are replaced."""
-    from aiayn.variations.table import OUTPUT_FILES
+    from aiayn.apps.variations.table import OUTPUT_FILES
 
     output_dir(out, "--out")
     if not (out / "base").is_dir():
@@ -261,8 +261,8 @@ def run_variations(
 ) -> list[dict[str, Any]]:
     """Train and measure the selected rows (base first); write OUT/table.md, table.csv and
     bleu_vs_params.png after each row. Returns the rows' results."""
+    from aiayn.apps.variations.table import write_outputs
     from aiayn.train.distributed import pick_device
-    from aiayn.variations.table import write_outputs
 
     data, out = DataDir(data_dir), Path(out)
     for needed in (data.spm_path, data.raw("valid", "src"), data.raw("valid", "tgt")):

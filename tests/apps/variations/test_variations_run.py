@@ -6,11 +6,11 @@ import math
 
 import pytest
 
+from aiayn.apps.variations.rows import select_rows
+from aiayn.apps.variations.run import Budget, finished, reference_config, train_row
+from aiayn.apps.variations.table import COLUMNS
 from aiayn.cli import main
 from aiayn.errors import AiaynError
-from aiayn.variations.rows import select_rows
-from aiayn.variations.run import Budget, finished, reference_config, train_row
-from aiayn.variations.table import COLUMNS
 from toy_translation import toy_pairs, write_parallel
 
 TOY = [

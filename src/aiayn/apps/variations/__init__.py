@@ -4,6 +4,6 @@
 measures them (`aiayn variations`); `table` writes the table and the plot.
 """
 
-from aiayn.variations.run import Budget, run_variations
+from aiayn.apps.variations.run import Budget, run_variations
 
 __all__ = ["Budget", "run_variations"]

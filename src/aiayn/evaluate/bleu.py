@@ -11,23 +11,21 @@ Each returns a dict with "bleu", "chrf", their signatures and sacreBLEU's own sc
 from __future__ import annotations
 
 import functools
-import json
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from sacrebleu.metrics import BLEU, CHRF
-from tqdm import tqdm
 
 from aiayn.config import DecodeConfig
 from aiayn.data.datadir import DataDir
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
+from aiayn.evaluate.split import Split, evaluate_split
 from aiayn.model.transformer import Transformer
-from aiayn.safe_io import atomic_write_text, capped_lines, input_file, output_dir
-
-SCORES_FILE = "scores.json"
+from aiayn.safe_io import capped_lines, input_file
 
 
 def score_texts(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
@@ -91,10 +89,43 @@ def _warn_split(src_path: Path, index: int, length: int, limit: int, parts: int)
     warnings.warn(message, stacklevel=4)
 
 
-def write_scores(scores: dict[str, Any], out_dir: str | Path) -> Path:
-    """Write scores.json into out_dir (atomically) and return its path."""
-    out = output_dir(out_dir, "--out")
-    return atomic_write_text(out / SCORES_FILE, json.dumps(scores, indent=2, ensure_ascii=False) + "\n")
+class TranslationTask:
+    """Section 6.1's evaluation: raw/{split}.src translated with beam search, scored against
+    raw/{split}.tgt (corpus BLEU and chrF)."""
+
+    verb = "translating"
+
+    def default_decode(self) -> DecodeConfig:
+        return DecodeConfig()
+
+    def read(self, data: DataDir, split: str, limit: int | None) -> Split:
+        src_path, ref_path = data.raw(split, "src"), data.raw(split, "tgt")
+        sources, references = read_lines(src_path)[:limit], read_lines(ref_path)[:limit]
+        if len(sources) != len(references):
+            raise AiaynError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
+        return Split(sources, references, src_path)
+
+    def load(self, model: Translator | Transformer | str | Path, data: DataDir, device: Any, int8: bool):
+        return _translator(model, data, device, int8)
+
+    def decode(
+        self, decoder: Translator, split: Split, options: DecodeConfig, progress: Callable[[int], object]
+    ) -> list[str]:
+        """The best translation of each source, in eval mode (the trainer's model goes back to training)."""
+        was_training = decoder.model.training
+        decoder.model.eval()
+        on_split = functools.partial(_warn_split, split.path)
+        hypotheses = decoder.translate(
+            split.inputs, options.replace(n_best=1), on_split=on_split, progress=progress
+        )
+        decoder.model.train(was_training)
+        return hypotheses
+
+    def score(self, hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
+        return score_texts(list(hypotheses), list(references))
+
+
+TRANSLATION = TranslationTask()
 
 
 def evaluate_model(
@@ -102,45 +133,13 @@ def evaluate_model(
     data_dir: str | Path,
     split: str = "test",
     decode_config: DecodeConfig | None = None,
-    out_dir: str | Path | None = None,
-    device: Any = None,
-    limit: int | None = None,
-    progress: bool = False,
-    int8: bool = False,
+    **options: Any,
 ) -> dict[str, Any]:
     """Translate DATA_DIR/raw/{split}.src with beam search and score it against raw/{split}.tgt.
 
     `model`: a Translator, a model directory, or a Transformer (its tokenizer is the data
-    directory's spm.model; the trainer's dev BLEU). With `out_dir`, the hypotheses go to
-    out_dir/{split}.hyp and the scores to out_dir/scores.json. `limit`: the first N sentences only.
-    `int8`: load the model directory for int8 inference (CPU; aiayn.model.quantize).
+    directory's spm.model; the trainer's dev BLEU). `options`: out_dir, device, limit, progress and
+    int8, as aiayn.evaluate.split.evaluate_split takes them (with `out_dir`, the hypotheses go to
+    out_dir/{split}.hyp and the scores to out_dir/scores.json).
     """
-    if limit is not None and limit <= 0:
-        raise AiaynError(f"limit must be a positive number of sentences, got {limit}")
-    data = DataDir(data_dir)
-    src_path, ref_path = data.raw(split, "src"), data.raw(split, "tgt")
-    sources, references = read_lines(src_path)[:limit], read_lines(ref_path)[:limit]
-    out = None if out_dir is None else output_dir(out_dir, "--out")  # after the inputs, before the work
-    if len(sources) != len(references):
-        raise AiaynError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
-    translator = _translator(model, data, device, int8)
-    d = decode_config or DecodeConfig()
-    was_training = translator.model.training
-    translator.model.eval()
-    with tqdm(total=len(sources), desc=f"translating {split}", unit="sent", disable=not progress) as bar:
-        hypotheses = translator.translate(
-            sources,
-            d.replace(n_best=1),
-            on_split=functools.partial(_warn_split, src_path),
-            progress=bar.update,
-        )
-    translator.model.train(was_training)
-    scores = {"split": split, **score_texts(hypotheses, references), "decode": d.to_dict()}
-    if translator.int8:
-        scores["int8"] = True
-    if out is not None:
-        hyp_path = out / f"{split}.hyp"
-        atomic_write_text(hyp_path, "".join(h + "\n" for h in hypotheses))
-        scores["hypotheses"] = str(hyp_path)
-        write_scores(scores, out)
-    return scores
+    return evaluate_split(TRANSLATION, model, data_dir, split, decode_config, **options)

@@ -1,0 +1,40 @@
+"""Which tokenizer a model directory names (aiayn.tokenizers.load_tokenizer): aiayn's SentencePiece
+model by default, files only from inside the model directory, and one-line errors for anything else."""
+
+import shutil
+
+import pytest
+
+from aiayn.errors import AiaynError
+from aiayn.tokenizers import load_tokenizer
+
+
+def test_without_an_entry_the_directorys_spm_model_is_loaded(toy_model_dir):
+    tokenizer = load_tokenizer(toy_model_dir, {})
+    ids = tokenizer.encode(["el gato come"])
+    assert tokenizer.decode(ids) == ["el gato come"]
+    named = load_tokenizer(toy_model_dir, {"tokenizer": {"type": "sentencepiece", "model": "spm.model"}})
+    assert named.encode(["el gato come"]) == ids
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"type": "wordpiece"}, r"config.json: unknown tokenizer type 'wordpiece'$"),
+        ("spm.model", r"config.json: tokenizer must be an object, got 'spm.model'$"),
+    ],
+)
+def test_an_unknown_or_malformed_entry_is_a_one_line_error(tmp_path, entry, message):
+    with pytest.raises(AiaynError, match=message):
+        load_tokenizer(tmp_path, {"tokenizer": entry})
+
+
+def test_tokenizer_files_are_read_from_the_model_directory_only(toy_model_dir, tmp_path):
+    elsewhere = tmp_path / "elsewhere.model"
+    shutil.copyfile(toy_model_dir / "spm.model", elsewhere)
+    for name in (str(elsewhere), "../elsewhere.model", f"../{toy_model_dir.name}/spm.model"):
+        with pytest.raises(AiaynError, match=r"config.json: tokenizer.model: .* is not a plain file name"):
+            load_tokenizer(toy_model_dir, {"tokenizer": {"type": "sentencepiece", "model": name}})
+    settings = {"type": "marian", "source": "spm.model", "target": "spm.model", "vocab": str(elsewhere)}
+    with pytest.raises(AiaynError, match=r"config.json: tokenizer.vocab: .* is not a plain file name"):
+        load_tokenizer(toy_model_dir, {"tokenizer": settings})
