@@ -10,7 +10,7 @@ import pytest
 
 from aiayn import doctor
 from aiayn.cli import main
-from aiayn.malloc import REPLACEMENTS
+from aiayn.runtime.malloc import REPLACEMENTS
 
 AVX2_ONLY = """processor\t: 0
 vendor_id\t: AuthenticAMD

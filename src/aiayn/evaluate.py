@@ -72,7 +72,7 @@ def _translator(
 ) -> Translator:
     """A Translator from a Translator, a model directory, or a Transformer (+ the data's spm.model)."""
     if int8 and not isinstance(model, (str, Path)):
-        raise AiaynError("int8 applies to a model directory (or quantise with aiayn.model.quantize)")
+        raise AiaynError("int8 applies to a model directory (or quantise with aiayn.runtime.quantize)")
     if isinstance(model, Translator):
         return model
     if isinstance(model, torch.nn.Module):
@@ -113,7 +113,7 @@ def evaluate_model(
     `model`: a Translator, a model directory, or a Transformer (its tokenizer is the data
     directory's spm.model; the trainer's dev BLEU). With `out_dir`, the hypotheses go to
     out_dir/{split}.hyp and the scores to out_dir/scores.json. `limit`: the first N sentences only.
-    `int8`: load the model directory for int8 inference (CPU; aiayn.model.quantize).
+    `int8`: load the model directory for int8 inference (CPU; aiayn.runtime.quantize).
     """
     if limit is not None and limit <= 0:
         raise AiaynError(f"limit must be a positive number of sentences, got {limit}")
