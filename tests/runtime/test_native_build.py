@@ -119,3 +119,27 @@ def test_a_killed_builds_work_directories_are_removed_by_the_next_build(copying_
         p for p in directory.iterdir() if p.name.startswith(native_build.WORK_PREFIX) and p != running
     ]
     shutil.rmtree(running)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process start times from /proc")
+def test_the_compiler_of_a_killed_build_is_stopped_by_the_next_build(copying_compiler):
+    """The build's process died (kill -9) and left its compiler running: the next build kills that
+    compiler, and only that one (a process that merely reuses the id is left alone)."""
+    directory = native_build._library_path(native_build._compiler()).parent
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    orphan = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    for name, process, started in [("x1", orphan, native_build._started(orphan.pid)), ("x2", other, "1")]:
+        work = directory / f"{native_build.WORK_PREFIX}{int(gone.stdout)}-{name}"
+        work.mkdir(parents=True)
+        (work / native_build.COMPILER_FILE).write_text(f"{process.pid} {started}")
+    try:
+        native_build.build()
+        assert orphan.wait(timeout=10) == -9
+        assert other.poll() is None  # its start time is not the one recorded
+    finally:
+        for process in (orphan, other):
+            process.kill()
+            process.wait()

@@ -10,8 +10,9 @@ The cache is checked before anything in it is loaded: beside the library its bui
 library's SHA-256 (written to a temporary file and renamed, so never half-written), and a library
 whose bytes do not hash to it (planted, truncated, replaced, or without a hash) is built again, not
 loaded. Each build compiles in a work directory of its own (`.build-<pid>-*`, renamed into place
-when done); a build removes those of builds that are over (their process gone, as after `kill -9`,
-or older than BUILD_SECONDS). Without a compiler, or where the build or loading fails, `load()` is
+when done), its compiler in a process group of its own; a build removes the work directories of
+builds that are over (their process gone, as after `kill -9`, or older than BUILD_SECONDS) and
+kills their compilers if still running. Without a compiler, or where the build or loading fails, `load()` is
 False and `native_status()` (shown by `aiayn doctor`) says why: decoding steps run in Python.
 """
 
@@ -22,6 +23,7 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +38,7 @@ LIBRARY = "aiayn_native_step.so"
 ENV = "AIAYN_NATIVE"  # 0: decode in Python
 BUILD_SECONDS = 600  # a compiler that takes longer is given up on (decoding stays in Python)
 WORK_PREFIX = ".build-"  # + the building process's id + "-": a build's work directory
+COMPILER_FILE = "compiler"  # in a work directory: the compiler's process id and start time
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "loaded": bool, "reason": str, "path": str
 
@@ -108,9 +111,29 @@ def _running(pid: int) -> bool:
     return True
 
 
+def _started(pid: int) -> str | None:
+    """When process `pid` started (Linux: /proc/<pid>/stat's field 22, in clock ticks since boot),
+    or None: with its id it names one process, not a later one that reuses the id."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _stop_compiler(work: Path) -> None:
+    """Kill the compiler (its whole process group) that the build in `work` started, if it is the
+    process recorded there and still running: the orphan of a build killed with kill -9."""
+    try:
+        pid, started = (work / COMPILER_FILE).read_text().split()
+        if _started(int(pid)) == started:
+            os.killpg(int(pid), signal.SIGKILL)
+    except (OSError, ValueError):  # none recorded, or it is over
+        pass
+
+
 def clean_leftovers(directory: Path) -> None:
-    """Remove the work directories in `directory` of builds that are over: their process is gone
-    (killed, say) or they are older than BUILD_SECONDS, which no build outlives."""
+    """Remove the work directories in `directory` of builds that are over, and stop their compilers:
+    their process is gone (killed, say) or they are older than BUILD_SECONDS, which no build outlives."""
     now = time.time()
     for work in directory.glob(WORK_PREFIX + "*"):
         pid = work.name[len(WORK_PREFIX) :].partition("-")[0]
@@ -119,7 +142,24 @@ def clean_leftovers(directory: Path) -> None:
         except OSError:  # removed meanwhile
             continue
         if over:
+            _stop_compiler(work)
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _compile(command: list[str], work: Path) -> subprocess.CompletedProcess:
+    """Run the compiler in a process group of its own, recorded in `work` (for `clean_leftovers`);
+    the group is killed if this process gives up on it (timeout, Ctrl-C)."""
+    compiler = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        (work / COMPILER_FILE).write_text(f"{compiler.pid} {_started(compiler.pid)}")
+        stdout, stderr = compiler.communicate(timeout=BUILD_SECONDS)
+    finally:
+        if compiler.poll() is None:
+            os.killpg(compiler.pid, signal.SIGKILL)
+            compiler.wait()
+    return subprocess.CompletedProcess(command, compiler.returncode, stdout, stderr)
 
 
 def build() -> Path:
@@ -134,8 +174,7 @@ def build() -> Path:
     clean_leftovers(path.parent)
     with tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=path.parent) as tmp:
         out, digest = Path(tmp) / path.name, Path(tmp) / "sha256"
-        command = _command(compiler, SOURCE, out)
-        done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_SECONDS)
+        done = _compile(_command(compiler, SOURCE, out), Path(tmp))
         if done.returncode != 0:
             raise RuntimeError(f"{compiler[0]} failed to build {SOURCE.name}: {_first_error(done.stderr)}")
         digest.write_text(_sha256(out))
