@@ -8,6 +8,10 @@ C++, with the same kernels for the products (MKL through `at::linear`, oneDNN on
 self-attention of the one new position is Eq. 1 written out (`bmm`, softmax, `bmm`) where the
 Python step calls PyTorch's fused kernel. Its logits equal the Python step's up to float32
 summation order (tests/runtime/test_native_step.py). `native_build` builds and loads the library.
+`torch.compile` of the Python step does not replace it: on the tiny model (32 sentences, greedy,
+one thread, a 2-core Cascade Lake Xeon) a compiled step cost 12.09 ms, the Python step 12.11 and
+this one 9.32, after 371 s of compiling for the shapes a search meets (dynamo cannot trace the
+oneDNN-packed weights, so the compiled model had plain ones).
 
 `attach_native_decoder(model)` gives a float32 (or int8) CPU Transformer a native decoder, kept
 here (the model knows nothing of it); `decode_step(model, tokens, state)`, which the search's
