@@ -9,7 +9,7 @@ self-attention of the one new position is Eq. 1 written out (`bmm`, softmax, `bm
 Python step calls PyTorch's fused kernel. Its logits equal the Python step's up to float32
 summation order (tests/runtime/test_native_step.py). `native_build` builds and loads the library.
 `torch.compile` of the Python step does not replace it: on the tiny model (32 sentences, greedy,
-one thread, a 2-core Cascade Lake Xeon) a compiled step cost 12.09 ms, the Python step 12.11 and
+one thread, a 2-core AMD EPYC VM with AVX2) a compiled step cost 12.09 ms, the Python step 12.11 and
 this one 9.32, after 371 s of compiling for the shapes a search meets (dynamo cannot trace the
 oneDNN-packed weights, so the compiled model had plain ones).
 
