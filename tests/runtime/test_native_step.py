@@ -365,3 +365,19 @@ def test_what_the_library_is_given_is_checked():
         native.add_float(torch.randn(3, 8).double(), None, None, [False] * 4)
     with pytest.raises(RuntimeError, match="a norm's weight and bias differ in size"):
         native.add_norm(torch.ones(8), torch.zeros(7))
+
+
+def test_the_stepper_takes_the_native_step_where_one_is_attached(monkeypatch):
+    model = model_of()
+    calls = []
+    step = native_step.NativeDecoder.step
+    monkeypatch.setattr(
+        native_step.NativeDecoder, "step", lambda self, x, s: calls.append(1) or step(self, x, s)
+    )
+    options = DecodeConfig(beam_size=2, n_best=1, max_len_a=0.0, max_len_b=3)
+    decode_batch(model, sources(2, model.config.pad_id), options)
+    assert not calls  # nothing attached: Python
+    attach_native_decoder(model)
+    calls.clear()  # the one-row step of attaching
+    decode_batch(model, sources(2, model.config.pad_id), options)
+    assert len(calls) >= 3

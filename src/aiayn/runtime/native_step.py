@@ -35,8 +35,10 @@ from aiayn.model.embedding import OutputLayer
 from aiayn.model.transformer import DecoderState, Transformer
 from aiayn.runtime import native_build
 from aiayn.runtime.linear import ROW_PROBES, PackedLinear, padded_rows, row_class
+from aiayn.runtime.native_build import native_status
 from aiayn.runtime.quantize import Int8Linear
 
+__all__ = ["NativeDecoder", "attach_native_decoder", "decode_step", "native_decoder", "native_status"]
 FALLBACK = "decoding steps run in Python"
 
 # The modules each NativeDecoder computes, watched: a layer or Parameter put in place of one of theirs
