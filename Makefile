@@ -36,7 +36,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check src tests benchmarks
 
 # Debian packages: the built-in corpora, Fashion-MNIST, Chromium for the browser test, and g++ for
-# the native decoding step (aiayn.model.native_step, built on first use).
+# the native decoding step (aiayn.runtime.native_build builds it on first use).
 # Skipped when every package is already installed.
 deb:
 	@if ! dpkg -s $(DEB_PACKAGES) >/dev/null 2>&1; then \

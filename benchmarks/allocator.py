@@ -1,4 +1,4 @@
-"""The memory allocators `aiayn.malloc` chooses between, on PyTorch's pattern of allocation: each
+"""The memory allocators `aiayn.runtime.malloc` chooses between, on PyTorch's pattern of allocation: each
 round allocates a 64 MB tensor and a 4-32 MB one and frees them, while a few small tensors stay
 alive (as a training step's parameters, gradients and logs do). Reports resident memory after
 `--rounds` rounds, page faults and seconds, for glibc's malloc, glibc told to keep freed memory
@@ -39,7 +39,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=200)
     args = p.parse_args()
-    from aiayn import malloc
+    from aiayn.runtime import malloc
 
     tcmalloc = malloc.library()
     runs = [("glibc", "plain", ""), ("glibc, mallopt keep", "mallopt", "")]

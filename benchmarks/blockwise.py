@@ -1,4 +1,4 @@
-"""The search's row maximum and top-k by blocks (aiayn.decode.blockwise) against PyTorch's `max`
+"""The search's row maximum and top-k by blocks (aiayn.runtime.blockwise) against PyTorch's `max`
 and `topk`, on the shapes of a decoding step: best of `--repeats` loops of `--loops` calls.
 
     python benchmarks/blockwise.py [--threads 1]
@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from aiayn.decode.blockwise import row_max, row_topk
+from aiayn.runtime.blockwise import row_max, row_topk
 
 SHAPES = [(32, 8000, "tiny greedy"), (32, 32000, "tiny beam 4"), (32, 58101, "OPUS-MT vocab")]
 

@@ -16,9 +16,9 @@ scores either way). Reported: output tokens per second (best of --repeats) and s
 faster), and how many sentences get exactly HF's output tokens.
 
 On the CPU aiayn's float32 model gets the weight packing `Translator.load` gives it
-(`aiayn.model.linear.pack_for_inference`: oneDNN-reordered weights where they time faster).
+(`aiayn.runtime.linear.pack_for_inference`: oneDNN-reordered weights where they time faster).
 
-int8 (on the CPU): aiayn's `--int8` (aiayn.model.quantize: dynamic int8 linear layers and output
+int8 (on the CPU): aiayn's `--int8` (aiayn.runtime.quantize: dynamic int8 linear layers and output
 layer) against CTranslate2's compute_type="int8" on the same converted model. Quantisation changes
 some outputs, so each int8 system is compared with its own float32 run: the share of sentences
 with exactly the same output tokens is reported, not required. (The weights are random, so the
@@ -47,10 +47,10 @@ from aiayn.config import DecodeConfig
 from aiayn.decode.stepper import decode_batch
 from aiayn.interop.marian_import import config_from_marian, resolve_embeddings
 from aiayn.interop.weights import marian_to_aiayn
-from aiayn.model.linear import pack_for_inference
-from aiayn.model.native_step import attach_native_decoder
-from aiayn.model.quantize import quantize_int8
 from aiayn.model.transformer import Transformer
+from aiayn.runtime.linear import pack_for_inference
+from aiayn.runtime.native_step import attach_native_decoder
+from aiayn.runtime.quantize import quantize_int8
 from workers import stop_workers  # benchmarks/, the script's own directory
 
 SIZES = {
@@ -321,7 +321,7 @@ def main() -> None:
         "--python-step",
         dest="native",
         action="store_false",
-        help="decode with the Python step, not the native one (aiayn.model.native_step)",
+        help="decode with the Python step, not the native one (aiayn.runtime.native_step)",
     )
     p.add_argument("--json", type=Path, help="write the result rows here (for run_all.py)")
     args = p.parse_args()

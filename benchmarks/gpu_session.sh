@@ -42,7 +42,7 @@ export -f e2e
 
 part env 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv; "$0" -m aiayn doctor' "$PY"
 part tests 150 "$PY" -m pytest -q -p no:cacheprovider tests/test_gpu.py \
-    tests/train/test_trainer.py::test_resume_on_a_gpu tests/model/test_quantize.py::test_a_model_on_the_gpu_is_refused
+    tests/train/test_trainer.py::test_resume_on_a_gpu tests/runtime/test_quantize.py::test_a_model_on_the_gpu_is_refused
 (cd benchmarks && TAIL=8 part train 200 "$PY" gpu_train.py --device "$DEVICE" ${GPU_TRAIN_ARGS:---preset base --compile} --json "$OUT/gpu_train.json")
 part e2e 240 bash -c 'e2e "$@"' _ "$PY" "$DATA" "$(mktemp -d)/run" "$DEVICE" "$TRAIN_MINUTES" "${EVAL_LIMIT:-300}"
 (cd benchmarks && part decode 150 "$PY" decode.py --device "$DEVICE" --base --no-int8 --sentences 64 --repeats 3)

@@ -1,5 +1,5 @@
 """What int8 inference costs in translation quality: BLEU and chrF of a trained model in float32 and
-with `--int8` (aiayn.model.quantize), on the same test set, with the same beam search.
+with `--int8` (aiayn.runtime.quantize), on the same test set, with the same beam search.
 
 It runs `aiayn evaluate MODEL_DIR DATA_DIR --split test` twice in this process, without and with
 int8 (CPU, beam 4, alpha 0.6), writes nothing into the model directory, and reports both scores,

@@ -1,5 +1,5 @@
 """What each matrix-product kernel costs at decoding's row counts, and what choosing among them
-costs at load: the evidence for `aiayn.model.linear.pack_for_inference`.
+costs at load: the evidence for `aiayn.runtime.linear.pack_for_inference`.
 
 For each weight shape of the tiny and base presets (in x out) and 1, 4, 32 and 128 rows, the
 microseconds of MKL's `F.linear`, oneDNN with the weight packed once (`PackedLinear`), and oneDNN
@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from aiayn.config import ModelConfig
-from aiayn.model.linear import ROW_PROBES, PackedLinear, linear, pack_for_inference
 from aiayn.model.transformer import Transformer
+from aiayn.runtime.linear import ROW_PROBES, PackedLinear, linear, pack_for_inference
 
 SHAPES = [(256, 256), (256, 1024), (1024, 256), (256, 8000)]  # tiny's (in x out)
 SHAPES += [(512, 512), (512, 2048), (2048, 512), (512, 32000)]  # base's

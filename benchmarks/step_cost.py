@@ -77,7 +77,7 @@ def main() -> int:
         "--python-step",
         dest="native",
         action="store_false",
-        help="aiayn with the Python decoding step, not the native one (aiayn.model.native_step)",
+        help="aiayn with the Python decoding step, not the native one (aiayn.runtime.native_step)",
     )
     p.add_argument("--system", choices=SYSTEMS, help=argparse.SUPPRESS)  # a worker's own system
     args = p.parse_args()

@@ -14,9 +14,9 @@ Fairness:
 - peak memory is each worker's own high-water resident set size (`getrusage(RUSAGE_SELF)`), in a
   fresh process that imported the same libraries;
 - aiayn times oneDNN against MKL on its first steps (before the timed ones) and keeps the faster,
-  as its trainer does (`aiayn.train.kernels`);
+  as its trainer does (`aiayn.runtime.kernels`);
 - the memory allocator (`--allocator`): "shipped" (default) runs aiayn's worker under the one the
-  `aiayn` command runs on (tcmalloc where installed: `aiayn.malloc`) and the peers under the C
+  `aiayn` command runs on (tcmalloc where installed: `aiayn.runtime.malloc`) and the peers under the C
   library's, as each runs out of the box; "same" gives every worker aiayn's; "system" none;
 - every peer runs its best settings: SDPA attention (`attn_implementation="sdpa"` for HF, the
   is_causal fast path for nn.Transformer), no key-padding masks (there is no padding), the
@@ -62,8 +62,8 @@ def smoothed_cross_entropy(logits, tgt_out):
 def build_aiayn(p: dict):
     """aiayn's Transformer and the trainer's loss (aiayn.train.loss.label_smoothed_nll)."""
     from aiayn.config import ModelConfig
-    from aiayn.model.linear import route_linears
     from aiayn.model.transformer import Transformer
+    from aiayn.runtime.linear import route_linears
     from aiayn.train.loss import label_smoothed_nll
 
     config = ModelConfig(
@@ -181,9 +181,10 @@ def rss_mib() -> float:
 
 
 def choose_backend(step) -> None:
-    """aiayn.train.kernels' probe: alternate oneDNN and MKL over real steps, keep the faster."""
-    from aiayn.model.linear import linear_backend
-    from aiayn.train import distributed, kernels
+    """aiayn.runtime.kernels' probe: alternate oneDNN and MKL over real steps, keep the faster."""
+    from aiayn.runtime import kernels
+    from aiayn.runtime.linear import linear_backend
+    from aiayn.train import distributed
 
     choice = kernels.KernelChoice("auto", True, None, distributed.setup("cpu"))
     for _ in kernels.ORDER:
@@ -244,7 +245,7 @@ def worker(conn, name: str, preset: str, threads: int, adam: str, compile_model:
 # -- the parent: interleaved rounds ---------------------------------------------------------------
 def preload(name: str, allocator: str) -> str | None:
     """The library to preload into `name`'s worker (see --allocator), or None."""
-    from aiayn import malloc
+    from aiayn.runtime import malloc
 
     if allocator == "system" or (allocator == "shipped" and name != "aiayn") or not malloc.wanted():
         return None

@@ -20,8 +20,8 @@ import torch.nn.functional as F
 from aiayn.config import EOS_ID, PAD_ID, ModelConfig
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.model.io import save_model_dir
-from aiayn.model.linear import route_linears
 from aiayn.model.transformer import Transformer
+from aiayn.runtime.linear import route_linears
 
 LEXICON = {
     "el": "the", "la": "the", "un": "a", "una": "a", "casa": "house", "perro": "dog", "gato": "cat",

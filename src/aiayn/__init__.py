@@ -7,7 +7,10 @@ first use, so `import aiayn` (and `aiayn --help`) stays light.
 from importlib import import_module
 from typing import Any
 
+from aiayn import _renamed
 from aiayn.config import DecodeConfig, ModelConfig, TrainConfig
+
+_renamed.install()  # moved modules keep their old names, with a DeprecationWarning
 
 __all__ = ["ModelConfig", "TrainConfig", "DecodeConfig", "Transformer", "Translator"]
 __version__ = "0.1.0"

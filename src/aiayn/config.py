@@ -281,7 +281,7 @@ class TrainConfig(Serializable):
     average_last: int = 5  # 6.1: the base models average the last 5 checkpoints
     precision: str = "auto"  # auto | fp32 | bf16 | fp16
     compile: bool = False
-    cpu_matmul: str = "auto"  # auto (timed on the first updates) | onednn | mkl: aiayn.train.kernels
+    cpu_matmul: str = "auto"  # auto (timed on the first updates) | onednn | mkl: aiayn.runtime.kernels
     seed: int = 1
     log_every: int = 50
     max_nonfinite: int = 5  # consecutive non-finite losses before training stops

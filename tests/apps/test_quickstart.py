@@ -10,7 +10,7 @@ import torch
 
 from aiayn.cli import main
 from aiayn.decode.translator import Translator
-from aiayn.model.linear import linear_backend
+from aiayn.runtime.linear import linear_backend
 
 pytestmark = [
     pytest.mark.slow,

@@ -80,8 +80,8 @@ def test_the_backward_pass_runs_once_and_says_so_when_replayed():
 def test_overwriting_the_logits_gives_the_same_loss_and_gradients():
     """The trainers' `overwrite_logits=True`: log-probabilities written over a model's logits."""
     from aiayn.config import ModelConfig
-    from aiayn.model.linear import route_linears
     from aiayn.model.transformer import Transformer
+    from aiayn.runtime.linear import route_linears
 
     torch.manual_seed(0)  # routed as the trainer does: the logits are a view made in oneDNN's Function
     config = ModelConfig(vocab_size=40, d_model=32, d_ff=64, n_heads=4, n_layers=2, dropout=0.0)

@@ -20,7 +20,7 @@ from aiayn.cli import prepare as prepare_cli
 from aiayn.cli.options import add_device_option, add_set_option, check_document_flags, counting_number
 from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
 from aiayn.errors import AiaynError
-from aiayn.malloc import run_under_tcmalloc
+from aiayn.runtime.malloc import run_under_tcmalloc
 
 Handler = Callable[[argparse.Namespace], int | None]
 
@@ -397,7 +397,7 @@ def _silence_stdout() -> None:
 
 def entry() -> int:
     """The `aiayn` command and `python -m aiayn`: `main` under tcmalloc where it is installed
-    (`aiayn.malloc` runs the command line again, once, before PyTorch is imported)."""
+    (`aiayn.runtime.malloc` runs the command line again, once, before PyTorch is imported)."""
     run_under_tcmalloc()
     return main()
 

@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
-from aiayn.decode.blockwise import row_max, row_topk
+from aiayn.runtime.blockwise import row_max, row_topk
 
 STYLES = LENGTH_PENALTY_STYLES
 StopHook = Callable[[], bool]  # asked before every step; True: stop (raise SearchStopped)

@@ -23,6 +23,7 @@ from aiayn.decode.ensemble import EnsembleStepper
 from aiayn.decode.sampling import row_keys, sample_search
 from aiayn.decode.search import Hypothesis, Prefixes, Stepper, StopHook, beam_search, greedy_search
 from aiayn.model.transformer import Transformer
+from aiayn.runtime.native_step import decode_step
 
 # Sinusoidal positions have no table, but attention cost and cache memory grow with length:
 # longer texts are translated in parts (sentences; by the translator) and outputs capped.
@@ -57,7 +58,7 @@ class TransformerStepper:
     def step(self, tokens: Tensor) -> Tensor:
         """tokens (rows,) -> log-probabilities (rows, vocab) in float32, written over the logits
         (this step's own tensor): a fresh one costs its pages again every step on the CPU."""
-        logits = self.model.decode_step(tokens, self.state).float()  # (rows, vocab)
+        logits = decode_step(self.model, tokens, self.state).float()  # (rows, vocab); native where attached
         return torch.log_softmax(logits, dim=-1, out=None if logits.requires_grad else logits)
 
     def reorder(self, index: Tensor) -> None:

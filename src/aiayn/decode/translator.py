@@ -40,10 +40,10 @@ from aiayn.decode.search import Hypothesis, StopHook
 from aiayn.decode.stepper import Controls, decode_batch, source_limit, target_limit
 from aiayn.errors import AiaynError, TextError
 from aiayn.model.io import load_model_dir
-from aiayn.model.linear import pack_for_inference
-from aiayn.model.native_step import attach_native_decoder
-from aiayn.model.quantize import check_int8_device, is_int8, quantize_int8
 from aiayn.model.transformer import Transformer
+from aiayn.runtime.linear import pack_for_inference
+from aiayn.runtime.native_step import attach_native_decoder
+from aiayn.runtime.quantize import check_int8_device, is_int8, quantize_int8
 from aiayn.tokenizers import load_tokenizer
 
 ProgressHook = Callable[[int], None]  # called with the number of sentences just translated
@@ -108,7 +108,7 @@ class Translator:
         """Read a model directory (config.json, model.safetensors, tokenizer); GPU when there is one.
 
         A list of directories loads an ensemble (aiayn.decode.ensemble): models that share one
-        vocabulary. `int8`: quantise the linear layers for int8 inference (aiayn.model.quantize;
+        vocabulary. `int8`: quantise the linear layers for int8 inference (aiayn.runtime.quantize;
         CPU only, and the CPU by default).
         """
         dirs = [model_dir] if isinstance(model_dir, (str, Path)) else list(model_dir)

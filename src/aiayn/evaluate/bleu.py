@@ -70,7 +70,7 @@ def _translator(
 ) -> Translator:
     """A Translator from a Translator, a model directory, or a Transformer (+ the data's spm.model)."""
     if int8 and not isinstance(model, (str, Path)):
-        raise AiaynError("int8 applies to a model directory (or quantise with aiayn.model.quantize)")
+        raise AiaynError("int8 applies to a model directory (or quantise with aiayn.runtime.quantize)")
     if isinstance(model, Translator):
         return model
     if isinstance(model, torch.nn.Module):

@@ -87,7 +87,7 @@ class OutputLayer(nn.Module):
 
     W and b are the Transformer's parameters `output_weight` (with tied embeddings, the embedding
     matrix) and `output_bias`, passed in: model files name them so. It is a module so that a faster
-    product can take its place from outside (aiayn.model.linear, aiayn.model.quantize).
+    product can take its place from outside the model.
     """
 
     def forward(self, h: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -147,7 +147,6 @@ class Transformer(nn.Module):
             hold_row_at_zero(self.tgt_embed.weight, config.pad_id)
         self._init_projections()
         self._n_parameters = sum(p.numel() for p in self.parameters())  # shared ones once
-        self.native_decoder = None  # aiayn.model.native_step.attach_native_decoder sets it
 
     @staticmethod
     def _positions(config: ModelConfig) -> nn.Module:
@@ -174,7 +173,8 @@ class Transformer(nn.Module):
         """The model's parameters (Table 3's "params"), each shared tensor counted once.
 
         Counted when the model was built: a layer put in place of one of its own later, from outside
-        (one whose weights are int8 and no float Parameters), stands for the same parameters.
+        (one that keeps its weights in another form, without float Parameters), stands for the same
+        parameters.
         """
         return self._n_parameters
 
@@ -254,18 +254,13 @@ class Transformer(nn.Module):
         cross = [layer.cross_attn.cached_kv(memory) for layer in self.decoder.layers]
         return DecoderState(caches, cross, memory_mask, beam)
 
-    def decode_step(self, tokens: Tensor, state: DecoderState) -> Tensor:
-        """tokens (batch,) at position state.step -> logits (batch, vocab); advances the state.
+    def embed_step(self, tokens: Tensor, state: DecoderState) -> Tensor:
+        """tokens (batch,) at position state.step -> their embeddings plus position (batch, d_model)."""
+        return self._embed(tokens[:, None], self.tgt_embed, self.tgt_pos, offset=state.step)[:, 0]
 
-        Without gradients, with a `native_decoder` attached (aiayn.model.native_step), the decoder's
-        layers and the output layer run as one native call.
-        """
-        x = self._embed(tokens[:, None], self.tgt_embed, self.tgt_pos, offset=state.step)
-        native = self.native_decoder  # no gradients: inference only
-        if native is not None and not (self.training or torch.is_grad_enabled()) and native.valid_for(self):
-            logits = native.step(x[:, 0], state)
-            state.step += 1
-            return logits
+    def decode_step(self, tokens: Tensor, state: DecoderState) -> Tensor:
+        """tokens (batch,) at position state.step -> logits (batch, vocab); advances the state."""
+        x = self.embed_step(tokens, state)[:, None]  # (batch, 1, d_model)
         h = self.decoder(x, None, state.memory_mask, state=state)  # (batch, 1, d_model)
         state.step += 1
         return self.logits(h[:, 0])

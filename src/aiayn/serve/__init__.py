@@ -45,7 +45,7 @@ def serve(
 ) -> None:
     """Load the model directory and serve it until interrupted (127.0.0.1 unless told otherwise).
 
-    `int8`: int8 linear layers (aiayn.model.quantize; CPU only).
+    `int8`: int8 linear layers (aiayn.runtime.quantize; CPU only).
     """
     import uvicorn
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from aiayn.train import kernels
+from aiayn.runtime import kernels
 
 SKIP, SPAN = len(kernels.ORDER) + 2, 20  # updates
 

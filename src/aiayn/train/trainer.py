@@ -26,9 +26,10 @@ from aiayn.config import RunConfig
 from aiayn.data.batching import BatchStream, TokenBatchSampler, collate
 from aiayn.data.dataset import TokenDataset, has_split
 from aiayn.errors import AiaynError
-from aiayn.model.linear import route_linears
 from aiayn.model.transformer import Transformer
-from aiayn.train import checkpoint, distributed, kernels, precision
+from aiayn.runtime import kernels
+from aiayn.runtime.linear import route_linears
+from aiayn.train import checkpoint, distributed, precision
 from aiayn.train.evaluation import ShuffledSources, dev_bleu, dev_loss
 from aiayn.train.loop import TrainingLoop
 from aiayn.train.loss import label_smoothed_nll

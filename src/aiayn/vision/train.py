@@ -26,7 +26,7 @@ from aiayn.checks import ConfigError, check_choice, check_number, check_seed
 from aiayn.config import Serializable, load_yaml
 from aiayn.data.batching import BatchStream
 from aiayn.errors import AiaynError
-from aiayn.model.linear import route_linears
+from aiayn.runtime.linear import route_linears
 from aiayn.safe_io import atomic_write_text, output_dir
 from aiayn.train import checkpoint
 from aiayn.train.distributed import DistEnv

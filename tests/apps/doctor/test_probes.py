@@ -5,7 +5,7 @@ import json
 
 from aiayn.apps.doctor import probes
 from aiayn.cli import main
-from aiayn.malloc import REPLACEMENTS
+from aiayn.runtime.malloc import REPLACEMENTS
 
 AVX2_ONLY = """processor\t: 0
 vendor_id\t: AuthenticAMD

@@ -5,7 +5,7 @@ decide which kernels run: AVX2, FMA, AVX-512, VNNI, AMX, NEON, and the capabilit
 to); torch's threads and the environment variables that change threads or kernels; the memory
 allocator the process runs on (glibc's malloc, or tcmalloc / jemalloc preloaded); measured float32
 matrix-product speed through MKL (`F.linear`) and through oneDNN, the two paths of
-`aiayn.model.linear` (the products of sections 3.2.2, 3.3 and 3.4); which of them the model uses;
+`aiayn.runtime.linear` (the products of sections 3.2.2, 3.3 and 3.4); which of them the model uses;
 the int8 path (`--int8`); whether decoding steps run as one native call; GPUs; and whether each
 optional dependency imports.
 
@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 import aiayn
-from aiayn.malloc import REPLACEMENTS  # malloc replacements, as their libraries are named
+from aiayn.runtime.malloc import REPLACEMENTS  # malloc replacements, as their libraries are named
 
 OPTIONAL = (
     "transformers",
@@ -184,16 +184,16 @@ def matmul_gflops() -> dict:
 
 
 def kernels() -> dict:
-    """Whether `aiayn.model.linear` routes float32 products through oneDNN now, and why."""
-    from aiayn.model.linear import linear_backend
+    """Whether `aiayn.runtime.linear` routes float32 products through oneDNN now, and why."""
+    from aiayn.runtime.linear import linear_backend
 
     return {"enabled": bool(linear_backend.enabled), "reason": linear_backend.reason}
 
 
 def int8() -> dict:
-    """The int8 path (`aiayn.model.quantize.int8_path()`) and torch's quantised engine."""
+    """The int8 path (`aiayn.runtime.quantize.int8_path()`) and torch's quantised engine."""
     from aiayn.errors import AiaynError
-    from aiayn.model import quantize
+    from aiayn.runtime import quantize
 
     try:
         path = quantize.int8_path()
@@ -203,8 +203,8 @@ def int8() -> dict:
 
 
 def native() -> dict:
-    """Whether decoding steps run as one native call (`aiayn.model.native_step`; built on first use)."""
-    from aiayn.model.native_step import native_status
+    """Whether decoding steps run as one native call (`aiayn.runtime.native_step`; built on first use)."""
+    from aiayn.runtime.native_build import native_status
 
     return native_status()
 

@@ -188,7 +188,7 @@ def measure_row(
     """Score the newest checkpoint (no averaging) on the dev split; write and return result.json."""
     from aiayn.evaluate import evaluate_model
     from aiayn.model.io import load_model_dir
-    from aiayn.model.linear import route_linears
+    from aiayn.runtime.linear import route_linears
     from aiayn.train.checkpoint import average_run
 
     model_dir = average_run(row_dir, last=1, out_dir=row_dir / "model")

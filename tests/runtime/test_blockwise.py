@@ -1,4 +1,4 @@
-"""Blockwise row maximum and top-k equal PyTorch's `max` and `topk` (aiayn.decode.blockwise)."""
+"""Blockwise row maximum and top-k equal PyTorch's `max` and `topk` (aiayn.runtime.blockwise)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from aiayn.decode import blockwise
-from aiayn.decode.blockwise import BLOCK, row_max, row_topk
+from aiayn.runtime import blockwise
+from aiayn.runtime.blockwise import BLOCK, row_max, row_topk
 
 # widths: whole blocks only, a tail of one column, a tail of BLOCK - 1, a prime
 WIDTHS = [16 * BLOCK, 16 * BLOCK + 1, 40 * BLOCK - 1, 8009]

@@ -1,4 +1,4 @@
-"""int8 inference (aiayn.model.quantize), all in one place: what is quantised and how close its logits
+"""int8 inference (aiayn.runtime.quantize), all in one place: what is quantised and how close its logits
 stay to float32 on a small random model, then the toy translator loaded with Translator.load(int8=True)
 and `--int8` on translate, evaluate and serve.
 
@@ -38,8 +38,9 @@ from aiayn.config import EOS_ID, DecodeConfig, ModelConfig
 from aiayn.decode.stepper import decode_batch
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
-from aiayn.model.linear import PackedLinear
-from aiayn.model.quantize import (
+from aiayn.model.transformer import Transformer
+from aiayn.runtime.linear import PackedLinear
+from aiayn.runtime.quantize import (
     FBGEMM_ENV,
     NO_VNNI,
     VNNI,
@@ -52,7 +53,6 @@ from aiayn.model.quantize import (
     is_int8,
     quantize_int8,
 )
-from aiayn.model.transformer import Transformer
 from toy_translation import toy_pairs
 
 TOLERANCE = 0.05  # |int8 - fp32| / |fp32| over all logits of a batch
@@ -233,7 +233,7 @@ def test_other_fbgemm_settings_leave_the_choice_to_the_cpu(value):
 # source is added: the child checks the integer arithmetic itself.
 CHILD_IMPORTS = """
 import json, torch
-from aiayn.model.quantize import VNNI, Int8Linear, choose_int8_path, int8_linear
+from aiayn.runtime.quantize import VNNI, Int8Linear, choose_int8_path, int8_linear
 """
 WITHOUT_VNNI_KERNELS = """
 weight, x = torch.full((8, 256), 1.0), torch.ones(16, 256)  # pairs of products reach 2 x 255 x 127

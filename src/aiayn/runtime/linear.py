@@ -19,7 +19,7 @@ memory; the padding rows are dropped from the results and add nothing to the wei
 Which is faster depends on the CPU, not on its vendor: on an AMD EPYC with AVX-512 oneDNN ran
 training 1.5-3x faster; on a first-generation Zen (AVX2 only) MKL ran whole training updates 10-20%
 faster although oneDNN won most single products in isolation. So training measures it
-(`aiayn.train.kernels`: real updates timed with each, the winner kept in the checkpoint), and
+(`aiayn.runtime.kernels`: real updates timed with each, the winner kept in the checkpoint), and
 `linear_backend.reason` says what decided. `AIAYN_ONEDNN=0` (never) or `=1` (always) in the
 environment overrides the measurement; `linear_backend.enabled = False` turns the routing off.
 """

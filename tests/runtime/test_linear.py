@@ -9,8 +9,9 @@ from torch import nn
 
 from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.decode.stepper import decode_batch
-from aiayn.model import linear as linear_module
-from aiayn.model.linear import (
+from aiayn.model.transformer import Transformer
+from aiayn.runtime import linear as linear_module
+from aiayn.runtime.linear import (
     EXACT_ROWS,
     KERNELS,
     ROW_PROBES,
@@ -26,8 +27,7 @@ from aiayn.model.linear import (
     route_linears,
     row_class,
 )
-from aiayn.model.quantize import Int8Linear, quantize_int8
-from aiayn.model.transformer import Transformer
+from aiayn.runtime.quantize import Int8Linear, quantize_int8
 
 needs_onednn = pytest.mark.skipif(not linear_backend.enabled, reason="oneDNN routing unavailable or off")
 

@@ -22,7 +22,7 @@ against 7-bit inputs, to that of the VNNI path (README, int8). `AIAYN_INT8_PATH=
 that path on any CPU. What decides is the kernel FBGEMM runs, not the CPU alone: FBGEMM's own switch
 `FBGEMM_ENABLE_INSTRUCTIONS=AVX2` (or AVX512, AVX512_256) holds it to the int16-pair kernels on a
 VNNI CPU too, and then the automatic choice is the no-VNNI path; so a VNNI machine tests that path's
-integer arithmetic on the kernels of a CPU without VNNI (tests/model/test_quantize.py).
+integer arithmetic on the kernels of a CPU without VNNI (tests/runtime/test_quantize.py).
 
 Why int8: decoding on the CPU spends much of its time in these products, with few rows per step
 (sentences x beams); the int8 kernels compute them several times faster than float32, and the
@@ -41,7 +41,7 @@ import torch
 from torch import Tensor, nn
 
 from aiayn.errors import AiaynError
-from aiayn.model.linear import PackedLinear
+from aiayn.runtime.linear import PackedLinear
 
 PATH_ENV = "AIAYN_INT8_PATH"  # auto (default), vnni or no-vnni
 FBGEMM_ENV = "FBGEMM_ENABLE_INSTRUCTIONS"  # FBGEMM's choice of x86 kernels (it reads it once)
@@ -176,7 +176,6 @@ def quantize_int8(model: nn.Module, output_layer: bool = True, path: Int8Path | 
     check_int8_device(next(model.parameters()).device)
     path = path or choose_int8_path()
     model.eval()
-    model.native_decoder = None  # it computes with the float32 layers: attach again after
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, nn.Linear | PackedLinear):  # float32 layers, however they compute

@@ -1,4 +1,4 @@
-"""The matmul backend of training (aiayn.train.kernels): measured on a fresh run's first updates,
+"""The matmul backend of training (aiayn.runtime.kernels): measured on a fresh run's first updates,
 kept in the checkpoint for a resume, fixed by the config or the environment; and the line that says
 how long the step budget will take (aiayn.train.eta)."""
 
@@ -9,8 +9,9 @@ import torch
 
 from aiayn.config import ConfigError
 from aiayn.errors import AiaynError
-from aiayn.model.linear import linear_backend
-from aiayn.train import eta, kernels
+from aiayn.runtime import kernels
+from aiayn.runtime.linear import linear_backend
+from aiayn.train import eta
 from aiayn.train import trainer as trainer_module
 from aiayn.train.checkpoint import list_checkpoints
 from aiayn.train.trainer import train
@@ -47,7 +48,7 @@ def seen_backends(monkeypatch) -> list[str]:
 
 
 class FakeClock:
-    """perf_counter for aiayn.train.kernels: each reading advances by the current backend's cost."""
+    """perf_counter for aiayn.runtime.kernels: each reading advances by the current backend's cost."""
 
     def __init__(self, onednn: float, mkl: float):
         self.now, self.cost = 0.0, {"onednn": onednn, "mkl": mkl}

@@ -1,4 +1,4 @@
-"""The native decoding step (aiayn.model.native_step) computes what the Python step computes.
+"""The native decoding step (aiayn.runtime.native_step) computes what the Python step computes.
 
 References: the Python step of the same model (the same kernels: equal up to summation order) and
 a float64 teacher-forced forward pass of a copy of the model (independent of the cache and of every
@@ -16,14 +16,14 @@ import torch
 
 from aiayn.config import DecodeConfig, ModelConfig, SamplingConfig
 from aiayn.decode.stepper import Controls, decode_batch
-from aiayn.model import native_step
-from aiayn.model.linear import PackedLinear, pack_for_inference
-from aiayn.model.native_step import attach_native_decoder, native_status
-from aiayn.model.quantize import quantize_int8
 from aiayn.model.transformer import Transformer
+from aiayn.runtime import native_build, native_step
+from aiayn.runtime.linear import PackedLinear, pack_for_inference
+from aiayn.runtime.native_step import attach_native_decoder, native_decoder
+from aiayn.runtime.quantize import quantize_int8
 
 pytestmark = pytest.mark.skipif(
-    native_step._compiler() is None or os.environ.get(native_step.ENV, "").strip() == "0",
+    native_build._compiler() is None or os.environ.get(native_build.ENV, "").strip() == "0",
     reason="no C++ compiler, or AIAYN_NATIVE=0",
 )
 
@@ -59,7 +59,7 @@ def step_logits(model: Transformer, src: torch.Tensor, prefix: torch.Tensor, bea
     caches exactly T positions long."""
     memory, mask = model.encode(src)
     state = model.start_decoding(memory, mask, prefix.size(1), beam)
-    return [model.decode_step(prefix[:, t], state) for t in range(prefix.size(1))]
+    return [native_step.decode_step(model, prefix[:, t], state) for t in range(prefix.size(1))]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -74,7 +74,7 @@ def test_native_logits_match_python_and_float64(variant, beam):
     prefix[:, 0] = model.config.start_id
     native = step_logits(model, src, prefix, beam)
     python_model = copy.deepcopy(model)
-    assert python_model.native_decoder is None  # a copy computes in Python
+    assert native_decoder(python_model) is None  # a copy computes in Python
     python = step_logits(python_model, src, prefix, beam)
     exact = reference(src.repeat_interleave(beam, 0), prefix)  # (rows, T, vocab)
     for t, (n, p) in enumerate(zip(native, python, strict=True)):
@@ -95,7 +95,7 @@ def test_packed_kernels_and_padded_rows_match_python(monkeypatch):
     classes), and more rows than EXACT_ROWS (padded for oneDNN)."""
     model = model_of()
     python_model = copy.deepcopy(model)
-    monkeypatch.setattr("aiayn.model.linear._kernels", lambda layer: ("mkl", "packed", "mkl", "packed"))
+    monkeypatch.setattr("aiayn.runtime.linear._kernels", lambda layer: ("mkl", "packed", "mkl", "packed"))
     for m in (model, python_model):  # the same kernels; python_model decodes in Python
         pack_for_inference(m)
         _mark_packed(m)
@@ -152,10 +152,11 @@ def test_a_step_past_the_cache_is_an_error_and_the_state_stays():
     attach_native_decoder(model)
     memory, mask = model.encode(sources(2, model.config.pad_id))
     state = model.start_decoding(memory, mask, 1)
-    model.decode_step(torch.tensor([4, 5]), state)
+    native_step.decode_step(model, torch.tensor([4, 5]), state)
     with pytest.raises(RuntimeError, match="KV cache holds 1 positions; step 2 does not fit"):
-        model.decode_step(torch.tensor([4, 5]), state)
+        native_step.decode_step(model, torch.tensor([4, 5]), state)
     assert state.step == 1 and state.self_kv[0].length == 1
+    assert native_decoder(model) is not None  # the caller's error, not the native step's
 
 
 def test_sampling_draws_the_same_tokens():
@@ -192,7 +193,7 @@ def test_quantising_detaches_the_float_native_decoder():
     model = model_of()
     attach_native_decoder(model)
     quantize_int8(model)
-    assert model.native_decoder is None
+    assert native_decoder(model) is None
 
 
 @torch.inference_mode()
@@ -208,7 +209,7 @@ def test_a_layer_or_parameter_replaced_after_attaching_is_computed():
             ffn.linear2 = torch.nn.Linear(ffn.linear2.in_features, ffn.linear2.out_features)
         else:
             ffn.linear2.weight = torch.nn.Parameter(torch.zeros_like(ffn.linear2.weight))
-        assert not model.native_decoder.valid_for(model)
+        assert native_decoder(model) is None
         after = step_logits(model, src, prefix, 1)[-1]
         assert not torch.allclose(before, after, atol=1e-3)
         torch.testing.assert_close(after, step_logits(copy.deepcopy(model), src, prefix, 1)[-1])
@@ -217,18 +218,18 @@ def test_a_layer_or_parameter_replaced_after_attaching_is_computed():
 def test_a_moved_or_cast_model_decodes_in_python():
     model = model_of()
     attach_native_decoder(model)
-    assert model.native_decoder.valid_for(model)
+    assert native_decoder(model) is not None
     model.decoder.layers[0].ffn.linear1.weight.data = torch.zeros(80, 48)
-    assert not model.native_decoder.valid_for(model)
+    assert native_decoder(model) is None
     attach_native_decoder(model)
     del model.decoder.layers[1]
-    assert not model.native_decoder.valid_for(model)
+    assert native_decoder(model) is None
     model = model_of()
     attach_native_decoder(model)
     model.double()
-    assert not model.native_decoder.valid_for(model)
+    assert native_decoder(model) is None
     assert attach_native_decoder(model) == "not a float32 CPU model"
-    assert model.native_decoder is None
+    assert native_decoder(model) is None
 
 
 @pytest.mark.parametrize(
@@ -242,11 +243,12 @@ def test_unavailable_native_step_is_reported_and_decoding_stays_in_python(env, r
     """Off by the environment, or no compiler (and nothing cached): a reason, and decoding works."""
     env = {k: v.format(tmp=tmp_path) for k, v in env.items()}
     code = (
-        "import torch; from aiayn.model.native_step import native_status, attach_native_decoder;"
+        "import torch; from aiayn.runtime.native_build import native_status;"
+        "from aiayn.runtime.native_step import attach_native_decoder, native_decoder;"
         "from aiayn.config import ModelConfig; from aiayn.model.transformer import Transformer;"
         "s = native_status(); assert not s['available'], s; print(s['reason']);"
         "m = Transformer(ModelConfig(vocab_size=50, d_model=16, d_ff=32, n_heads=2, n_layers=1)).eval();"
-        "why = attach_native_decoder(m); assert m.native_decoder is None and why == s['reason']"
+        "why = attach_native_decoder(m); assert native_decoder(m) is None and why == s['reason']"
     )
     env = {**os.environ, **env}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -255,17 +257,127 @@ def test_unavailable_native_step_is_reported_and_decoding_stays_in_python(env, r
     assert "decoding steps run in Python" in done.stdout
 
 
-def test_the_native_step_builds_and_loads_here():
-    assert native_status()["available"], native_status()["reason"]
+@torch.inference_mode()
+def test_a_decoder_that_fails_to_build_after_loading_leaves_decoding_in_python():
+    """The library's own checks (here: one layer with kernels for 3 row classes, the others for 4)
+    fail while the decoder is built: a reason, not a traceback, and Python decodes."""
+    model = model_of()
+    ffn = model.decoder.layers[1].ffn
+    ffn.linear1 = PackedLinear(ffn.linear1.weight, ffn.linear1.bias, ("mkl",) * 3)
+    why = attach_native_decoder(model)
+    assert why.startswith("the native decoder failed (") and "row class" in why, why
+    assert why.endswith("decoding steps run in Python") and native_decoder(model) is None
+    src, prefix = sources(2, model.config.pad_id), torch.randint(4, 90, (2, 3))
+    python = step_logits(copy.deepcopy(model), src, prefix, 1)
+    for n, p in zip(step_logits(model, src, prefix, 1), python, strict=True):
+        torch.testing.assert_close(n, p)
 
 
-def test_a_failed_build_names_the_first_error():
-    stderr = "x.cpp: In function 'f':\nx.cpp:3:1: error: 'y' was not declared\ncompilation terminated.\n"
-    assert native_step._first_error(stderr) == "x.cpp:3:1: error: 'y' was not declared"
+@torch.inference_mode()
+def test_a_native_step_that_fails_runs_in_python_from_then_on(monkeypatch):
+    model = model_of()
+    attach_native_decoder(model)
+    src, prefix = sources(2, model.config.pad_id), torch.randint(4, 90, (2, 3))
+    python = step_logits(copy.deepcopy(model), src, prefix, 1)
+
+    def fail(self, x, state):
+        raise RuntimeError("boom\nException raised from somewhere")
+
+    monkeypatch.setattr(native_step.NativeDecoder, "step", fail)
+    with pytest.warns(
+        RuntimeWarning, match=r"^the native step failed \(boom\): decoding steps run in Python$"
+    ):
+        native = step_logits(model, src, prefix, 1)
+    assert native_decoder(model) is None
+    for n, p in zip(native, python, strict=True):
+        torch.testing.assert_close(n, p)
 
 
-def test_the_library_is_cached_by_source_and_compiler():
-    compiler = native_step._compiler()
-    path = native_step._library_path(compiler)
-    assert path.exists() and native_step.build() == path  # built once, then found
-    assert native_status()["library"] == str(path)
+def _decoder(layers: int = 1, norms: int = 3, d: int = 8, vocab: int = 11) -> torch.ScriptObject:
+    """A native decoder of `layers` layers (2 heads, d_k = d_v = 4, d_ff 16) with `norms` norms."""
+    native = torch.classes.aiayn.NativeDecoder(2, 4, 4, False, "relu", 1e-5)
+    shapes = [(3 * d, d), (d, d), (d, d), (d, d), (16, d), (d, 16)] * layers + [(vocab, d)]
+    for out, inp in shapes:
+        native.add_float(torch.randn(out, inp), torch.randn(out), None, [False] * 4)
+    for _ in range(norms):
+        native.add_norm(torch.ones(d), torch.zeros(d))
+    return native
+
+
+def _inputs(layers: int = 1, rows: int = 2, capacity: int = 3, length: int = 0, dtype=torch.float32) -> list:
+    """The arguments of a step of `_decoder(layers)`: x, caches, length, encoder keys/values, mask, rows."""
+    k = [torch.zeros(rows, 2, capacity, 4, dtype=dtype) for _ in range(layers)]
+    v = [torch.zeros(rows, 2, capacity, 4, dtype=dtype) for _ in range(layers)]
+    k_t, cross_v = [torch.randn(rows, 2, 4, 5)] * layers, [torch.randn(rows, 2, 5, 4)] * layers
+    return [torch.randn(rows, 8), k, v, length, k_t, cross_v, None, 1, rows]
+
+
+@pytest.mark.parametrize(
+    ("layers", "norms", "change", "error"),
+    [
+        (0, 0, {}, "the decoder has 0 linear layers"),  # nothing added: an empty decoder
+        (1, 0, {}, "the decoder has 0 norms for 1 layers"),
+        (1, 5, {}, "the decoder has 5 norms for 1 layers"),
+        (1, 3, {3: -1}, "the caches' length must be >= 0, got -1"),
+        (1, 3, {3: 3}, "KV cache holds 3 positions; step 4 does not fit"),
+        (1, 3, {"dtype": torch.float64}, "layer 0: a cache is Double, not float32"),
+        (1, 3, {1: []}, r"one cache per decoder layer \(1\) expected"),
+        (1, 3, {7: 4}, "row class 4 of 4"),
+        (1, 3, {7: -1}, "row class -1 of 4"),
+        (1, 3, {8: 1}, "rows padded to 1, fewer than the 2 rows"),
+        (1, 3, {6: torch.ones(2, 1, 1, 5)}, r"the source mask is not \(n, 1, 1, src\) bool"),
+        (1, 3, {0: torch.randn(2, 7)}, "x has 7 features, the model's norms 8"),
+    ],
+)
+def test_every_index_the_native_step_takes_is_checked(layers, norms, change, error):
+    native = (
+        _decoder(layers, norms)
+        if layers or norms
+        else torch.classes.aiayn.NativeDecoder(2, 4, 4, False, "relu", 1e-5)
+    )
+    args = _inputs(max(layers, 1), dtype=change.get("dtype", torch.float32))
+    for i, value in change.items():
+        if i != "dtype":
+            args[i] = value
+    with pytest.raises(RuntimeError, match=error):
+        native.step(*args)
+
+
+def test_a_decoder_of_no_layers_is_its_output_layer():
+    native = _decoder(layers=0, norms=0)
+    x = torch.randn(2, 8)
+    assert native.step(x, [], [], 0, [], [], None, 1, 2).shape == (2, 11)
+    with pytest.raises(RuntimeError, match="the caches' length must be >= 0"):
+        native.step(x, [], [], -1, [], [], None, 1, 2)
+
+
+def test_what_the_library_is_given_is_checked():
+    with pytest.raises(RuntimeError, match="activation 'tanh' is not relu, gelu or swish"):
+        torch.classes.aiayn.NativeDecoder(2, 4, 4, False, "tanh", 1e-5)
+    with pytest.raises(RuntimeError, match="heads, d_k and d_v must be positive"):
+        torch.classes.aiayn.NativeDecoder(0, 4, 4, False, "relu", 1e-5)
+    native = torch.classes.aiayn.NativeDecoder(2, 4, 4, False, "relu", 1e-5)
+    with pytest.raises(RuntimeError, match="a row class takes the packed weight, and there is none"):
+        native.add_float(torch.randn(3, 8), None, None, [True] * 4)
+    with pytest.raises(RuntimeError, match="a bias of 2 for 3 outputs"):
+        native.add_float(torch.randn(3, 8), torch.randn(2), None, [False] * 4)
+    with pytest.raises(RuntimeError, match="a weight must be a 2-d float32 tensor"):
+        native.add_float(torch.randn(3, 8).double(), None, None, [False] * 4)
+    with pytest.raises(RuntimeError, match="a norm's weight and bias differ in size"):
+        native.add_norm(torch.ones(8), torch.zeros(7))
+
+
+def test_the_stepper_takes_the_native_step_where_one_is_attached(monkeypatch):
+    model = model_of()
+    calls = []
+    step = native_step.NativeDecoder.step
+    monkeypatch.setattr(
+        native_step.NativeDecoder, "step", lambda self, x, s: calls.append(1) or step(self, x, s)
+    )
+    options = DecodeConfig(beam_size=2, n_best=1, max_len_a=0.0, max_len_b=3)
+    decode_batch(model, sources(2, model.config.pad_id), options)
+    assert not calls  # nothing attached: Python
+    attach_native_decoder(model)
+    calls.clear()  # the one-row step of attaching
+    decode_batch(model, sources(2, model.config.pad_id), options)
+    assert len(calls) >= 3

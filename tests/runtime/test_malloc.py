@@ -1,4 +1,4 @@
-"""The `aiayn` command runs under tcmalloc where it is installed (aiayn.malloc), once, and gives the
+"""The `aiayn` command runs under tcmalloc where it is installed (aiayn.runtime.malloc), once, and gives the
 programs it starts the user's own LD_PRELOAD back."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from aiayn import malloc
+from aiayn.runtime import malloc
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="LD_PRELOAD is the Linux loader's")
 

@@ -1,6 +1,6 @@
 """Which matrix-product backend training uses on the CPU, chosen by timing real updates.
 
-`aiayn.model.linear` computes the model's products (3.2.2, Eq. 2, 3.4) with oneDNN or with
+`aiayn.runtime.linear` computes the model's products (3.2.2, Eq. 2, 3.4) with oneDNN or with
 PyTorch's default `F.linear` (MKL). Which is faster depends on the CPU and on the whole update, not
 on the vendor or the instruction set: on an AMD EPYC with AVX-512 oneDNN trained 1.5-3x faster, on
 a first-generation Zen (AVX2) MKL trained 10-20% faster though oneDNN won most products timed alone.
@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from aiayn.model.linear import linear_backend
+from aiayn.runtime.linear import linear_backend
 from aiayn.train import distributed
 
 ORDER = ("onednn", "mkl", "mkl", "onednn", "onednn", "mkl")  # the backend of each probing update

@@ -1,0 +1,279 @@
+// One decoding step of the Transformer's decoder (section 3.1, with the caches of incremental
+// decoding), every layer in one native call: what aiayn.runtime.native_build builds and
+// aiayn.runtime.native_step fills and calls.
+//
+// The Python decoder step runs about 30 small ATen operations per layer, each paying 10-20 us of
+// Python on top of its kernel; at the sizes translation uses on a CPU that overhead is as large as
+// the matrix products (BENCHMARKS.md, "Session 15"). Here the operations are called from C++ with
+// the same kernels for the products (MKL's sgemm through at::linear, oneDNN with a weight packed
+// once, ReLU fused there, or FBGEMM's int8 products); self-attention of the new position is Eq. 1
+// written out (bmm, softmax, bmm) where Python calls the fused kernel. The results agree with the
+// Python step up to float32 summation order. Shapes: rows = sentences x beam hypotheses
+// (sentence-major), d = d_model, h = heads.
+//
+// Every index a call takes is checked (TORCH_CHECK: a RuntimeError in Python, never a read out of
+// bounds). Which kernel a product takes for a number of rows is Python's decision
+// (aiayn.runtime.linear): a step is given its row class and padded row count.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/quantized/PackedParams.h>
+#include <torch/custom_class.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using at::Tensor;
+
+Tensor onednn_linear(const Tensor& x, const Tensor& packed, const std::optional<Tensor>& bias,
+                     const char* attr) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("mkldnn::_linear_pointwise", "")
+                       .typed<Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&,
+                                     c10::string_view, c10::List<std::optional<at::Scalar>>,
+                                     std::optional<c10::string_view>)>();
+  return op.call(x, packed, bias, attr, c10::List<std::optional<at::Scalar>>(), c10::string_view(""));
+}
+
+// The rows of one step: which row class's kernel each product takes and, for oneDNN, how many
+// rows it computes (zeros below the real ones); aiayn.runtime.linear.row_class and padded_rows.
+struct Rows {
+  int64_t row_class;
+  int64_t padded;
+};
+
+// y = x W^T + b by the kernel aiayn.runtime.linear.PackedLinear (or quantize.Int8Linear) chose.
+struct Linear {
+  Tensor weight;                                     // (out, in) float32
+  std::optional<Tensor> bias;                        // (out,)
+  Tensor packed;                                     // oneDNN's blocked weight, where some row class uses it
+  std::vector<bool> use_packed;                      // per row class
+  c10::intrusive_ptr<LinearPackedParamsBase> int8;   // FBGEMM's int8 weight, or null
+
+  // x (rows, in) contiguous -> (rows, out); `relu` fuses Eq. 2's max(0, .) where the kernel can.
+  Tensor operator()(const Tensor& x, bool relu, const Rows& r) const {
+    if (int8) {
+      Tensor y = int8->apply_dynamic(x, false);
+      return relu ? y.relu_() : y;
+    }
+    if (!use_packed[r.row_class]) {  // row_class checked against use_packed's size by step
+      Tensor y = at::linear(x, weight, bias);
+      return relu ? y.relu_() : y;
+    }
+    const int64_t rows = x.size(0);
+    TORCH_CHECK(x.size(1) == weight.size(1), "a product of width ", x.size(1), " for a weight of width ",
+                weight.size(1));
+    Tensor x2 = r.padded == rows ? x : at::constant_pad_nd(x, {0, 0, 0, r.padded - rows}, 0);
+    Tensor y = onednn_linear(x2, packed, bias, relu ? "relu" : "none");
+    return r.padded == rows ? y : y.narrow(0, 0, rows);
+  }
+};
+
+struct Norm {
+  Tensor weight, bias;
+};
+
+enum class Activation { kRelu, kGelu, kSilu };
+
+Activation activation_named(const std::string& name) {
+  if (name == "relu") return Activation::kRelu;
+  if (name == "gelu") return Activation::kGelu;
+  TORCH_CHECK(name == "swish", "activation '", name, "' is not relu, gelu or swish");
+  return Activation::kSilu;
+}
+
+void check_float(const Tensor& t, int64_t dim, const char* what) {
+  TORCH_CHECK(t.defined() && t.dim() == dim && t.scalar_type() == at::kFloat, what, " must be a ", dim,
+              "-d float32 tensor");
+}
+
+}  // namespace
+
+// The decoder of one Transformer, its weights held by reference (the model's own tensors).
+struct NativeDecoder : torch::CustomClassHolder {
+  int64_t heads, d_k, d_v;
+  Activation activation;
+  bool norm_first;
+  double eps;
+  int64_t row_classes = -1;     // how many row classes every float linear has a kernel for
+  std::vector<Linear> linears;  // per layer: qkv, self out, cross q, cross out, ffn 1, ffn 2; then logits
+  std::vector<Norm> norms;      // per layer: self, cross, ffn; then the final norm if there is one
+
+  NativeDecoder(int64_t heads, int64_t d_k, int64_t d_v, bool norm_first, std::string activation, double eps)
+      : heads(heads), d_k(d_k), d_v(d_v), activation(activation_named(activation)), norm_first(norm_first),
+        eps(eps) {
+    TORCH_CHECK(heads > 0 && d_k > 0 && d_v > 0, "heads, d_k and d_v must be positive");
+    TORCH_CHECK(std::isfinite(eps) && eps >= 0, "layer norm's eps must be finite and >= 0");
+  }
+
+  void add_float(Tensor weight, std::optional<Tensor> bias, std::optional<Tensor> packed,
+                 c10::List<bool> use_packed) {
+    check_float(weight, 2, "a weight");
+    if (bias) check_float(*bias, 1, "a bias");
+    TORCH_CHECK(!bias || bias->size(0) == weight.size(0), "a bias of ", bias ? bias->size(0) : 0,
+                " for ", weight.size(0), " outputs");
+    const int64_t classes = static_cast<int64_t>(use_packed.size());
+    TORCH_CHECK(classes > 0 && (row_classes < 0 || classes == row_classes),
+                "every linear layer needs one kernel choice per row class, as the first one had");
+    row_classes = classes;
+    Linear l;
+    l.weight = weight;
+    l.bias = bias;
+    if (packed) l.packed = *packed;
+    for (const bool use : use_packed) {
+      TORCH_CHECK(!use || l.packed.defined(), "a row class takes the packed weight, and there is none");
+      l.use_packed.push_back(use);
+    }
+    linears.push_back(std::move(l));
+  }
+
+  void add_int8(c10::intrusive_ptr<LinearPackedParamsBase> params) {
+    TORCH_CHECK(params, "an int8 layer without its packed weight");
+    Linear l;
+    l.int8 = std::move(params);
+    linears.push_back(std::move(l));
+  }
+
+  void add_norm(Tensor weight, Tensor bias) {
+    check_float(weight, 1, "a norm's weight");
+    check_float(bias, 1, "a norm's bias");
+    TORCH_CHECK(weight.size(0) == bias.size(0), "a norm's weight and bias differ in size");
+    norms.push_back({weight, bias});
+  }
+
+  // The number of decoder layers; checks that the layers given add up to whole layers and an
+  // output layer, with three norms each (and maybe a final one).
+  int64_t layers() const {
+    const int64_t n = static_cast<int64_t>(linears.size()), k = static_cast<int64_t>(norms.size());
+    TORCH_CHECK(n >= 1 && (n - 1) % 6 == 0, "the decoder has ", n,
+                " linear layers: not 6 per layer and an output layer");
+    const int64_t layers = (n - 1) / 6;
+    TORCH_CHECK(k == 3 * layers || k == 3 * layers + 1, "the decoder has ", k, " norms for ", layers,
+                " layers: 3 per layer (and a final one) expected");
+    return layers;
+  }
+
+  Tensor norm(const Tensor& x, int64_t i) const {
+    return at::layer_norm(x, {x.size(-1)}, norms[i].weight, norms[i].bias, eps);
+  }
+
+  // x + sublayer(x) with 3.1's normalisation: after (post-norm, the paper's) or before (pre-norm).
+  template <typename F>
+  Tensor residual(const Tensor& x, int64_t norm_index, F sublayer) const {
+    if (norm_first) return x + sublayer(norm(x, norm_index));
+    return norm(sublayer(x).add_(x), norm_index);
+  }
+
+  // Masked self-attention of one new position over the cache: q, k, v (rows, h, d_k or d_v).
+  Tensor self_attention(const Tensor& x, int64_t layer, const Tensor& cache_k, const Tensor& cache_v,
+                        int64_t length, const Rows& r) const {
+    const int64_t rows = x.size(0), qk = heads * d_k;
+    Tensor qkv = linears[6 * layer](x, false, r);  // (rows, 2 * h * d_k + h * d_v)
+    Tensor q = qkv.narrow(1, 0, qk).mul(1.0 / std::sqrt(double(d_k))).view({rows * heads, 1, d_k});
+    cache_k.select(2, length).copy_(qkv.narrow(1, qk, qk).view({rows, heads, d_k}));
+    cache_v.select(2, length).copy_(qkv.narrow(1, 2 * qk, heads * d_v).view({rows, heads, d_v}));
+    const int64_t seen = length + 1;
+    Tensor k = cache_k.narrow(2, 0, seen).reshape({rows * heads, seen, d_k});  // a view
+    Tensor v = cache_v.narrow(2, 0, seen).reshape({rows * heads, seen, d_v});
+    Tensor weights = at::bmm(q, k.transpose(1, 2));  // (rows * h, 1, seen)
+    weights = at::_softmax(weights, -1, false);
+    Tensor out = at::bmm(weights, v).view({rows, heads * d_v});  // heads concatenated (3.2.2)
+    return linears[6 * layer + 1](out, false, r);
+  }
+
+  // Encoder-decoder attention: the `beam` rows of a sentence query its keys together.
+  // k_t (n, h, d_k, src), v (n, h, src, d_v), mask (n, 1, 1, src) True at real source tokens.
+  Tensor cross_attention(const Tensor& x, int64_t layer, const Tensor& k_t, const Tensor& v,
+                         const std::optional<Tensor>& mask, const Rows& r) const {
+    const int64_t rows = x.size(0), n = k_t.size(0), beam = rows / n;
+    Tensor q = linears[6 * layer + 2](x, false, r).mul_(1.0 / std::sqrt(double(d_k)));
+    q = q.view({n, beam, heads, d_k}).transpose(1, 2);  // (n, h, beam, d_k)
+    Tensor scores = at::matmul(q, k_t);                  // (n, h, beam, src)
+    if (mask) scores.masked_fill_(mask->logical_not(), -std::numeric_limits<float>::infinity());
+    Tensor weights = at::_softmax(scores, -1, false);
+    Tensor out = at::matmul(weights, v).transpose(1, 2).reshape({rows, heads * d_v});
+    return linears[6 * layer + 3](out, false, r);
+  }
+
+  Tensor feed_forward(const Tensor& x, int64_t layer, const Rows& r) const {
+    Tensor h = linears[6 * layer + 4](x, activation == Activation::kRelu, r);  // (rows, d_ff)
+    if (activation == Activation::kGelu) h = at::gelu(h);
+    if (activation == Activation::kSilu) h = at::silu(h);
+    return linears[6 * layer + 5](h, false, r);
+  }
+
+  // The caches and the encoder's keys and values of `n_layers` layers for `rows` rows.
+  void check_caches(int64_t n_layers, int64_t rows, int64_t length, const std::vector<Tensor>& cache_k,
+                    const std::vector<Tensor>& cache_v, const std::vector<Tensor>& cross_k_t,
+                    const std::vector<Tensor>& cross_v, const std::optional<Tensor>& mask) const {
+    TORCH_CHECK(int64_t(cache_k.size()) == n_layers && int64_t(cache_v.size()) == n_layers &&
+                    int64_t(cross_k_t.size()) == n_layers && int64_t(cross_v.size()) == n_layers,
+                "one cache per decoder layer (", n_layers, ") expected");
+    TORCH_CHECK(length >= 0, "the caches' length must be >= 0, got ", length);
+    if (n_layers == 0) return;
+    TORCH_CHECK(cache_k[0].dim() == 4 && cross_k_t[0].dim() == 4, "the caches of layer 0 are not 4-d");
+    const int64_t n = cross_k_t[0].size(0), src = cross_k_t[0].size(3), positions = cache_k[0].size(2);
+    TORCH_CHECK(n > 0 && rows % n == 0, rows, " rows are not a whole number of beams for ", n, " sentences");
+    for (int64_t i = 0; i < n_layers; ++i) {
+      for (const Tensor* t : {&cache_k[i], &cache_v[i], &cross_k_t[i], &cross_v[i]}) {
+        TORCH_CHECK(t->scalar_type() == at::kFloat, "layer ", i, ": a cache is ", t->scalar_type(),
+                    ", not float32");
+      }
+      TORCH_CHECK(cache_k[i].sizes() == at::IntArrayRef({rows, heads, positions, d_k}) &&
+                      cache_v[i].sizes() == at::IntArrayRef({rows, heads, positions, d_v}),
+                  "layer ", i, ": a self-attention cache is not (rows, heads, capacity, d_k or d_v)");
+      TORCH_CHECK(cross_k_t[i].sizes() == at::IntArrayRef({n, heads, d_k, src}) &&
+                      cross_v[i].sizes() == at::IntArrayRef({n, heads, src, d_v}),
+                  "layer ", i, ": the encoder's keys and values are not (n, heads, d_k, src), (n, heads, src, d_v)");
+    }
+    TORCH_CHECK(!mask || (mask->scalar_type() == at::kBool && mask->sizes() == at::IntArrayRef({n, 1, 1, src})),
+                "the source mask is not (n, 1, 1, src) bool");
+    TORCH_CHECK(length < positions, "KV cache holds ", positions, " positions; step ", length + 1,
+                " does not fit");
+  }
+
+  // x (rows, d): the embedded tokens at position `length`; caches (rows, h, capacity, d_k or d_v)
+  // per layer, `length` positions filled (this step writes one more); cross_k_t and cross_v per
+  // layer, one row per sentence; the rows' class and padded count (for the kernels) -> logits
+  // (rows, vocab).
+  Tensor step(Tensor x, std::vector<Tensor> cache_k, std::vector<Tensor> cache_v, int64_t length,
+              std::vector<Tensor> cross_k_t, std::vector<Tensor> cross_v, std::optional<Tensor> mask,
+              int64_t row_class, int64_t padded) {
+    const int64_t n_layers = layers();
+    check_float(x, 2, "x (rows, d_model)");
+    const int64_t rows = x.size(0);
+    TORCH_CHECK(norms.empty() || x.size(1) == norms[0].weight.size(0), "x has ", x.size(1),
+                " features, the model's norms ", norms.empty() ? 0 : norms[0].weight.size(0));
+    TORCH_CHECK(row_class >= 0 && (row_classes < 0 || row_class < row_classes), "row class ", row_class,
+                " of ", row_classes);
+    TORCH_CHECK(padded >= rows, "rows padded to ", padded, ", fewer than the ", rows, " rows");
+    check_caches(n_layers, rows, length, cache_k, cache_v, cross_k_t, cross_v, mask);
+    const Rows r{row_class, padded};
+    x = x.contiguous();
+    for (int64_t i = 0; i < n_layers; ++i) {
+      x = residual(x, 3 * i, [&](const Tensor& in) {
+        return self_attention(in, i, cache_k[i], cache_v[i], length, r);
+      });
+      x = residual(x, 3 * i + 1, [&](const Tensor& in) {
+        return cross_attention(in, i, cross_k_t[i], cross_v[i], mask, r);
+      });
+      x = residual(x, 3 * i + 2, [&](const Tensor& in) { return feed_forward(in, i, r); });
+    }
+    if (int64_t(norms.size()) > 3 * n_layers) x = norm(x, 3 * n_layers);
+    return linears.back()(x, false, r);
+  }
+};
+
+TORCH_LIBRARY(aiayn, m) {
+  m.class_<NativeDecoder>("NativeDecoder")
+      .def(torch::init<int64_t, int64_t, int64_t, bool, std::string, double>())
+      .def("add_float", &NativeDecoder::add_float)
+      .def("add_int8", &NativeDecoder::add_int8)
+      .def("add_norm", &NativeDecoder::add_norm)
+      .def("step", &NativeDecoder::step);
+}

@@ -1,0 +1,192 @@
+"""The decoder's incremental step (3.1, decoding with cached keys and values) as one native call.
+
+A decoding step on the CPU runs about 30 small operations per decoder layer for a few rows; each
+costs 10-20 us of Python besides its kernel, as much again as the matrix products at the tiny
+preset's size (BENCHMARKS.md, "Session 15"). `native_step.cpp` calls the same ATen operations from
+C++, with the same kernels for the products (MKL through `at::linear`, oneDNN on the weights
+`pack_for_inference` packed, with ReLU fused there; FBGEMM's int8 products of `quantize_int8`);
+self-attention of the one new position is Eq. 1 written out (`bmm`, softmax, `bmm`) where the
+Python step calls PyTorch's fused kernel. Its logits equal the Python step's up to float32
+summation order (tests/runtime/test_native_step.py). `native_build` builds and loads the library.
+`torch.compile` of the Python step does not replace it: on the tiny model (32 sentences, greedy,
+one thread, a 2-core AMD EPYC VM with AVX2) a compiled step cost 12.09 ms, the Python step 12.11 and
+this one 9.32, after 371 s of compiling for the shapes a search meets (dynamo cannot trace the
+oneDNN-packed weights, so the compiled model had plain ones).
+
+`attach_native_decoder(model)` gives a float32 (or int8) CPU Transformer a native decoder, kept
+here (the model knows nothing of it); `decode_step(model, tokens, state)`, which the search's
+stepper calls, runs it when decoding without gradients, in eval mode, and `model.decode_step`
+otherwise. It holds the model's weights by reference: attach after the weights are final
+(`Translator.load` does). A layer or Parameter put in place of one of the model's, or a weight
+moved or cast, sends decoding back to Python; a copy or a pickle of the model decodes in Python
+until attached again. Any failure after the library is loaded (building the decoder, its first
+one-row step, a later step) leaves decoding in Python, with the reason.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+
+import torch
+from torch import Tensor, nn
+
+from aiayn.model.embedding import OutputLayer
+from aiayn.model.transformer import DecoderState, Transformer
+from aiayn.runtime import native_build
+from aiayn.runtime.linear import ROW_PROBES, PackedLinear, padded_rows, row_class
+from aiayn.runtime.native_build import native_status
+from aiayn.runtime.quantize import Int8Linear
+
+__all__ = ["NativeDecoder", "attach_native_decoder", "decode_step", "native_decoder", "native_status"]
+FALLBACK = "decoding steps run in Python"
+
+# The modules each NativeDecoder computes, watched: a layer or Parameter put in place of one of theirs
+# (quantising from outside, say) leaves the decoder stale, and decoding goes back to Python.
+_watched: weakref.WeakKeyDictionary[nn.Module, NativeDecoder] = weakref.WeakKeyDictionary()
+_attached: weakref.WeakKeyDictionary[nn.Module, NativeDecoder] = weakref.WeakKeyDictionary()  # model: its own
+
+
+def _on_registration(module: nn.Module, name: str, value) -> None:
+    native = _watched.get(module)
+    if native is not None:
+        native.stale = True
+
+
+torch.nn.modules.module.register_module_module_registration_hook(_on_registration)
+torch.nn.modules.module.register_module_parameter_registration_hook(_on_registration)
+
+
+class NativeDecoder:
+    """A Transformer's decoder as one native object holding (by reference) the model's weights."""
+
+    def __init__(self, decoder: torch.ScriptObject, model: Transformer) -> None:
+        self._decoder = decoder
+        self.stale = False  # set when one of the watched modules gets a new layer or Parameter
+        # Every float tensor it reads, with where its data was: `.to`, `.half` or `param.data = ...`
+        # move it, and then the model decodes in Python again.
+        held = [*model.decoder.parameters(), model.output_weight, model.output_bias]
+        self._held = [(p, p.data_ptr()) for p in held if p is not None]
+        self._layers = len(model.decoder.layers)
+        for module in [model, *model.decoder.modules(), model.output_layer]:
+            _watched[module] = self
+
+    def valid_for(self, model: Transformer) -> bool:
+        """Whether it still computes `model`'s own layers and weights: none replaced by a new layer
+        or Parameter, removed, or moved or cast (`.to`, `.half`, `param.data = ...`)."""
+        if self.stale or len(model.decoder.layers) != self._layers:
+            return False
+        return all(p.data_ptr() == where for p, where in self._held)
+
+    def step(self, x: Tensor, state: DecoderState) -> Tensor:
+        """x (rows, d_model), the embedded tokens at `state.step` -> logits (rows, vocab); appends
+        this step's keys and values to `state.self_kv`."""
+        caches, rows = state.self_kv, x.size(0)
+        length = caches[0].length if caches else state.step
+        logits = self._decoder.step(
+            x,
+            [c.k for c in caches],
+            [c.v for c in caches],
+            length,
+            [k for k, _ in state.cross_kv],
+            [v for _, v in state.cross_kv],
+            state.memory_mask,
+            row_class(rows),  # which kernel each product takes: aiayn.runtime.linear's decision
+            padded_rows(rows),
+        )
+        for cache in caches:
+            cache.length = length + 1
+        return logits
+
+
+def native_decoder(model: nn.Module) -> NativeDecoder | None:
+    """The native decoder attached to `model`, while it still computes the model's own layers."""
+    native = _attached.get(model)
+    return native if native is not None and native.valid_for(model) else None
+
+
+def decode_step(model: Transformer, tokens: Tensor, state: DecoderState) -> Tensor:
+    """`model.decode_step(tokens, state)`: tokens (rows,) -> logits (rows, vocab), the state advanced;
+    the decoder's layers and the output layer as one native call where a native decoder is attached
+    and still valid, without gradients, in eval mode. A native step that fails where the Python step
+    does not runs in Python, and so do the model's later steps (a RuntimeWarning says why)."""
+    native = _attached.get(model)
+    if native is None or model.training or torch.is_grad_enabled() or not native.valid_for(model):
+        return model.decode_step(tokens, state)
+    try:
+        logits = native.step(model.embed_step(tokens, state), state)  # checks all before writing
+    except RuntimeError as e:
+        logits = model.decode_step(tokens, state)  # raises too where the input is at fault
+        _attached.pop(model, None)
+        warnings.warn(f"the native step failed ({_first_line(e)}): {FALLBACK}", RuntimeWarning, stacklevel=2)
+        return logits
+    state.step += 1
+    return logits
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _add_linear(native: torch.ScriptObject, layer: nn.Module, weight=None, bias=None) -> bool:
+    """Give `native` one linear layer; False for a kind it cannot compute."""
+    if isinstance(layer, Int8Linear):
+        native.add_int8(layer._packed)
+        return True
+    if isinstance(layer, PackedLinear):
+        uses = [kernel == "packed" for kernel in layer.kernels]
+        native.add_float(layer.weight.detach(), _detached(layer.bias), layer.packed, uses)
+        return True
+    if isinstance(layer, nn.Linear):
+        weight, bias = layer.weight, layer.bias
+    elif not isinstance(layer, OutputLayer):
+        return False
+    native.add_float(weight.detach(), _detached(bias), None, [False] * len(ROW_PROBES))
+    return True
+
+
+def _detached(t: Tensor | None) -> Tensor | None:
+    return None if t is None else t.detach()
+
+
+def _native_of(model: Transformer) -> torch.ScriptObject | str:
+    """The native decoder of `model`'s decoder and output layer, or why it cannot be built."""
+    c = model.config
+    native = torch.classes.aiayn.NativeDecoder(
+        c.n_heads, c.key_dim, c.value_dim, c.norm_first, c.activation, c.layer_norm_eps
+    )
+    for layer in model.decoder.layers:
+        a, x = layer.self_attn, layer.cross_attn
+        for linear in (a.qkv_proj, a.out_proj, x.q_proj, x.out_proj, layer.ffn.linear1, layer.ffn.linear2):
+            if not _add_linear(native, linear):
+                return f"a layer of kind {type(linear).__name__}"
+        for res in (layer.self_res, layer.cross_res, layer.ffn_res):
+            native.add_norm(res.norm.weight.detach(), res.norm.bias.detach())
+    if model.decoder.norm is not None:
+        native.add_norm(model.decoder.norm.weight.detach(), model.decoder.norm.bias.detach())
+    if not _add_linear(native, model.output_layer, model.output_weight, model.output_bias):
+        return f"an output layer of kind {type(model.output_layer).__name__}"
+    return native
+
+
+def attach_native_decoder(model: Transformer) -> str:
+    """Attach a native decoder to `model` (a Transformer) where the native step can run it; returns
+    "native", or why not (and the model decodes in Python)."""
+    _attached.pop(model, None)
+    weight = model.output_weight
+    if weight.device.type != "cpu" or weight.dtype != torch.float32:
+        return "not a float32 CPU model"
+    if not native_build.load():
+        return native_build.reason()
+    try:
+        native = _native_of(model)
+        if isinstance(native, str):
+            return native
+        decoder = NativeDecoder(native, model)
+        with torch.inference_mode():  # one step of one row: what this PyTorch cannot run fails here
+            memory = weight.new_zeros(1, 1, model.config.d_model)
+            decoder.step(memory[:, 0], model.start_decoding(memory, None, 1))
+    except Exception as e:  # anything after loading (the library's checks, its first step): Python
+        return f"the native decoder failed ({_first_line(e)}): {FALLBACK}"
+    _attached[model] = decoder
+    return "native"

@@ -1,0 +1,36 @@
+"""Moved modules keep their old names (aiayn._renamed): the old name is the new module, and warns once."""
+
+import importlib
+import sys
+import warnings
+
+import pytest
+
+from aiayn._renamed import RENAMED
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(RENAMED.items()))
+def test_an_old_name_is_the_new_module_and_warns_once(old, new, monkeypatch):
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match=rf"^{old} is deprecated: it is {new} now$"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new) and sys.modules[old] is module
+    assert module.__name__ == module.__spec__.name == new  # its own name and spec, not the old one's
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert importlib.import_module(old) is module  # once: no second warning
+        exec(f"from {old.rpartition('.')[0]} import {old.rpartition('.')[2]} as again", {})
+
+
+def test_a_name_used_by_the_readme_still_works_from_its_old_module():
+    with pytest.warns(DeprecationWarning):
+        sys.modules.pop("aiayn.model.linear", None)
+        from aiayn.model.linear import PackedLinear, route_linears
+    from aiayn.runtime import linear
+
+    assert route_linears is linear.route_linears and PackedLinear is linear.PackedLinear
+
+
+def test_a_name_that_never_existed_is_still_not_found():
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("aiayn.model.no_such_module")
