@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.cli import _add_search_options, _decode_config
+from aiayn.cli.decoding import add_search_options, decode_config
 from aiayn.config import ConfigError, DecodeConfig, ModelConfig, RunConfig, TrainConfig
 from aiayn.overrides import apply_overrides
 from aiayn.serve.schemas import StreamRequest, TranslateRequest
@@ -82,7 +82,7 @@ def test_invalid_training_settings_say_which(kwargs, message):
         ({"alpha": float("nan")}, "alpha must be a finite number, got nan"),
         ({"max_len_a": float("inf")}, "max_len_a must be a finite number >= 0, got inf"),
         ({"max_len_a": -1.0}, "max_len_a must be a finite number >= 0, got -1.0"),
-        ({"batch_tokens": 0}, "batch_tokens (--max-tokens) must be at least 1, got 0"),
+        ({"batch_tokens": 0}, "batch_tokens (--batch-tokens) must be at least 1, got 0"),
     ],
 )
 def test_invalid_decoding_settings_say_which(kwargs, message):
@@ -150,12 +150,39 @@ def test_head_sizes_are_d_model_over_h_unless_both_are_set():
 
 def test_the_cli_flags_default_to_decode_config():
     parser = argparse.ArgumentParser()
-    _add_search_options(parser)
-    assert _decode_config(parser.parse_args([])) == DecodeConfig()
+    add_search_options(parser)
+    assert decode_config(parser.parse_args([])) == DecodeConfig()
     args = parser.parse_args(["--beam", "6", "--alpha", "1.0", "--length-penalty-style", "fairseq"])
-    assert _decode_config(args, n_best=2) == DecodeConfig(
+    assert decode_config(args, n_best=2) == DecodeConfig(
         beam_size=6, alpha=1.0, length_penalty_style="fairseq", n_best=2
     )
+
+
+def test_flags_left_out_keep_the_base_search():
+    """The flags change a base field by field: DecodeConfig(), or the parsing search of section 6.3."""
+    from aiayn.parse.parser import PARSE_DECODE
+
+    parser = argparse.ArgumentParser()
+    add_search_options(parser)
+    parsing = DecodeConfig(**PARSE_DECODE)
+    assert decode_config(parser.parse_args([]), base=parsing) == parsing
+    args = parser.parse_args(["--beam", "5", "--batch-tokens", "99"])
+    assert decode_config(args, base=parsing) == parsing.replace(beam_size=5, batch_tokens=99)
+    with pytest.raises(ConfigError, match="n_best=7 must be between 1 and beam_size=5"):
+        decode_config(args, n_best=7)
+    args.sample = True  # the beam only has to hold the n_best samples drawn
+    assert decode_config(args, n_best=7).beam_size == 7
+
+
+def test_sampling_defaults_are_sampling_config_s(toy_model_dir):
+    from aiayn.cli import _controls, build_parser
+    from aiayn.config import SamplingConfig
+    from aiayn.serve.schemas import Sample
+
+    args = build_parser().parse_args(["translate", str(toy_model_dir), "--sample"])
+    assert _controls(args)["sample"] == SamplingConfig()
+    assert SamplingConfig(**Sample().model_dump()) == SamplingConfig()
+    assert TranslateRequest(text="x", sample={}).sample == Sample()
 
 
 def test_the_server_schema_defaults_to_decode_config():

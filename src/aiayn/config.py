@@ -345,7 +345,7 @@ class DecodeConfig(Serializable):
         if not (math.isfinite(self.max_len_a) and self.max_len_a >= 0):
             raise ConfigError(f"max_len_a must be a finite number >= 0, got {self.max_len_a}")
         if self.batch_tokens < 1:
-            raise ConfigError(f"batch_tokens (--max-tokens) must be at least 1, got {self.batch_tokens}")
+            raise ConfigError(f"batch_tokens (--batch-tokens) must be at least 1, got {self.batch_tokens}")
 
 
 @dataclass

@@ -1,9 +1,11 @@
 """The argparse types and options that several `aiayn` commands share: `--device` checked as it
-is parsed, counts of 1 or more, `--set KEY=VALUE` overrides, and the flags `--document` excludes."""
+is parsed, counts of 1 or more, `--set KEY=VALUE` overrides, the flags `--document` excludes, and
+a renamed flag's old spelling (it still works and says it is deprecated)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from aiayn.errors import AiaynError
 
@@ -58,3 +60,21 @@ def check_document_flags(args: argparse.Namespace) -> None:
     used = [flag for flag, on in given.items() if on]
     if used:
         raise AiaynError(f"--document translates one whole text; {', '.join(used)} apply to input lines")
+
+
+class _Renamed(argparse.Action):
+    """A flag's old spelling: stores into the new one's dest and prints a one-line deprecation note."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"{parser.prog}: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_renamed_option(p: argparse.ArgumentParser, old: str, new: str, **kwargs) -> None:
+    """`old`, hidden from --help, as a deprecated spelling of the option `new` (same dest, same type)."""
+    dest = new.lstrip("-").replace("-", "_")
+    p.add_argument(old, dest=dest, action=_Renamed, new=new, help=argparse.SUPPRESS, **kwargs)

@@ -17,9 +17,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from aiayn.config import DecodeConfig
+from aiayn.config import DecodeConfig, SamplingConfig
 
 DEFAULT = DecodeConfig()  # the paper's search (section 6.1), which a request changes field by field
+SAMPLING = SamplingConfig()  # a "sample" object's defaults
 MAX_BEAM = 16  # a server caps it: memory grows with texts x beams, and beams past ~10 buy nothing
 MAX_TEXTS = 4096  # the most --max-batch may allow
 MAX_TEXT_CHARS = 100_000  # the most --max-chars may allow
@@ -107,12 +108,20 @@ class Sample(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    temperature: float = Field(1.0, allow_inf_nan=False, gt=0.0, le=100.0, description="Divides the logits.")
-    top_k: int = Field(0, ge=0, description="Draw from the k most probable tokens (0: all).")
-    top_p: float = Field(
-        1.0, allow_inf_nan=False, gt=0.0, le=1.0, description="Then from the smallest set with this mass."
+    temperature: float = Field(
+        SAMPLING.temperature, allow_inf_nan=False, gt=0.0, le=100.0, description="Divides the logits."
     )
-    seed: int = Field(0, ge=0, lt=2**62, description="Equal seeds, equal samples, whatever the batching.")
+    top_k: int = Field(SAMPLING.top_k, ge=0, description="Draw from the k most probable tokens (0: all).")
+    top_p: float = Field(
+        SAMPLING.top_p,
+        allow_inf_nan=False,
+        gt=0.0,
+        le=1.0,
+        description="Then from the smallest set with this mass.",
+    )
+    seed: int = Field(
+        SAMPLING.seed, ge=0, lt=2**62, description="Equal seeds, equal samples, whatever the batching."
+    )
 
 
 class TranslateRequest(BaseModel):
