@@ -1,4 +1,4 @@
-"""aiayn.config, all in one place: ModelConfig presets (and configs/*.yaml, which must match them),
+"""aiayn.config, all in one place: ModelConfig presets (the models of configs/*.yaml, shipped with aiayn),
 validation, serialisation and key=value overrides; and the one DecodeConfig (issue 17 item 1), whose
 defaults (the paper's section 6.1) are the only ones: the CLI, the server's schema and
 Translator.translate start from it."""
@@ -10,9 +10,11 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from aiayn.cli.decoding import add_search_options, decode_config
 from aiayn.config import ConfigError, DecodeConfig, ModelConfig, RunConfig, TrainConfig
+from aiayn.configs import PRESETS, config_path, names
 from aiayn.overrides import apply_overrides
 from aiayn.serve.schemas import StreamRequest, TranslateRequest
 
@@ -215,16 +217,20 @@ def test_translate_takes_a_config_or_its_fields(toy_model_dir):
 CONFIGS = Path(__file__).parent.parent / "configs"
 
 
-@pytest.mark.parametrize("name", ["tiny", "base", "big"])
-def test_presets_in_configs_match_the_model_presets(name):
-    config = RunConfig.from_yaml(CONFIGS / f"{name}.yaml")
-    preset = ModelConfig.preset(name)
-    assert (config.model.n_layers, config.model.d_model, config.model.d_ff, config.model.n_heads) == (
-        preset.n_layers,
-        preset.d_model,
-        preset.d_ff,
-        preset.n_heads,
-    )
+def test_the_checkout_s_configs_are_the_package_s():
+    """configs/ in a checkout is the folder the package ships and reads (aiayn/configs)."""
+    shipped = {p.name: p.read_text() for p in config_path("tiny").parent.glob("*.yaml")}
+    assert shipped == {p.name: p.read_text() for p in CONFIGS.glob("*.yaml")}
+    assert sorted(shipped) == sorted(f"{name}.yaml" for name in names()) and set(PRESETS) < set(names())
+    assert '"aiayn.configs" = ["*.yaml"]' in (CONFIGS.parent / "pyproject.toml").read_text()
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_presets_are_the_models_of_their_config_files(name):
+    config = RunConfig.named(name)
+    assert config == RunConfig.from_yaml(CONFIGS / f"{name}.yaml")
+    assert ModelConfig.preset(name) == config.model
+    assert "preset" not in yaml.safe_load(config_path(name).read_text())  # a preset is its own home
     if name != "tiny":  # the paper's recipe (5.3, 5.4)
         t = config.train
         assert (t.warmup_steps, t.label_smoothing, t.adam_beta2, t.adam_eps, t.lr_peak) == (
@@ -234,3 +240,43 @@ def test_presets_in_configs_match_the_model_presets(name):
             1e-9,
             None,
         )
+    assert ModelConfig.preset(name, d_model=64, n_heads=2).d_model == 64
+
+
+def test_the_presets_models():
+    assert ModelConfig.preset("base") == ModelConfig()  # the defaults are the paper's base model
+    tiny = ModelConfig.preset("tiny")
+    assert (tiny.n_layers, tiny.d_model, tiny.d_ff, tiny.n_heads, tiny.dropout) == (3, 256, 1024, 4, 0.1)
+    assert RunConfig.named("base") == RunConfig()
+
+
+@pytest.mark.parametrize("name", names())
+def test_a_named_config_writes_no_default(name):
+    """One home per default: a named config lists only what differs from the dataclasses' defaults."""
+    data = yaml.safe_load(config_path(name).read_text())
+    defaults = {"model": ModelConfig(), "train": TrainConfig(), "decode": DecodeConfig()}
+    for section, settings in data.items():
+        if section == "preset":
+            continue
+        for key, value in (settings or {}).items():
+            assert value != getattr(defaults[section], key), f"{name}.yaml: {section}.{key} is the default"
+
+
+def test_a_config_file_can_start_from_a_preset(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("preset: tiny\nmodel:\n  dropout: 0.2\ntrain:\n  warmup_steps: 7\n")
+    config = RunConfig.from_yaml(path)
+    assert config.model == ModelConfig.preset("tiny", dropout=0.2) and config.train.warmup_steps == 7
+    assert RunConfig.from_dict(config.to_dict()) == config  # written out whole, no preset needed
+    for text, message in [
+        ("preset: huge\n", "run.yaml: unknown preset 'huge'; choose one of tiny, base, big"),
+        ("preset: tiny\nmodel: [1]\n", "run.yaml: ModelConfig settings must be a mapping, got list"),
+        ("preset: tiny\nmodel:\n  d_model: '64'\n", "run.yaml: d_model must be an integer, got '64'"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            RunConfig.from_yaml(path)
+    with pytest.raises(
+        ConfigError, match="no config named 'huge'; choose one of base, big, quickstart, tiny"
+    ):
+        RunConfig.named("huge")

@@ -17,6 +17,7 @@ from aiayn.cli import prepare as prepare_cli
 from aiayn.cli.decoding import add_search_options, decode_config
 from aiayn.cli.options import add_device_option, add_set_option, check_document_flags, counting_number
 from aiayn.config import SamplingConfig
+from aiayn.configs import PRESETS
 from aiayn.errors import AiaynError
 from aiayn.malloc import run_under_tcmalloc
 from aiayn.quickstart import QUICKSTART_STEPS
@@ -42,7 +43,7 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
         "--test-limit", type=counting_number, metavar="N", help="score only the first N test sentences"
     )
     p.add_argument(
-        "--seed", type=int, default=1, help="another seed trains another model (ensembles; default 1)"
+        "--seed", type=int, help="another seed trains another model (ensembles; default: the recipe's)"
     )
     p.set_defaults(handler=_run_quickstart)
 
@@ -71,7 +72,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("data_dir", metavar="DATA_DIR", help="a directory written by `aiayn prepare`")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory (checkpoints, metrics)")
     base = p.add_mutually_exclusive_group()
-    base.add_argument("--preset", choices=["tiny", "base", "big"], help="model preset (default: base)")
+    base.add_argument("--preset", choices=PRESETS, help="model preset (default: base)")
     base.add_argument("--config", metavar="F.yaml", help="a RunConfig YAML, e.g. configs/tiny.yaml")
     add_set_option(p, "any model or training setting, e.g. --set warmup_steps=300 (repeatable)")
     p.add_argument("--max-steps", type=int, help="stop after this many updates")
