@@ -324,7 +324,7 @@ class DecodeConfig(Serializable):
     max_len_a: float = 1.0
     max_len_b: int = 50
     n_best: int = 1
-    batch_tokens: int = 4096  # source tokens per decoding batch
+    batch_tokens: int = TrainConfig.max_tokens  # source tokens per decoding batch: a training batch's
 
     def __post_init__(self) -> None:
         check_choice("length_penalty_style", self.length_penalty_style, LENGTH_PENALTY_STYLES)

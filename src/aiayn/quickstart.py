@@ -18,6 +18,7 @@ from aiayn.safe_io import output_dir
 
 # configs/quickstart.yaml: the tiny model and a recipe for a ~29k-pair corpus on a 2-core CPU
 QUICKSTART_STEPS = RunConfig.named(QUICKSTART).train.max_steps
+QUICKSTART_OUT, QUICKSTART_CORPUS = "runs/quickstart", "bible-es-en"  # where it runs, on what
 SAMPLE_COUNT = 5
 
 
@@ -114,10 +115,10 @@ def _pictures(model_dir: Path, out: Path, sentence: str) -> list[Path]:
 
 
 def quickstart(
-    out: str | Path = "runs/quickstart",
+    out: str | Path = QUICKSTART_OUT,
     steps: int | None = QUICKSTART_STEPS,
     minutes: float | None = None,
-    corpus: str = "bible-es-en",
+    corpus: str = QUICKSTART_CORPUS,
     test_limit: int | None = None,
     seed: int | None = None,
 ) -> dict:

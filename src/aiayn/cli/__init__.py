@@ -16,11 +16,11 @@ from aiayn.cli import parse as parse_cli
 from aiayn.cli import prepare as prepare_cli
 from aiayn.cli.decoding import add_search_options, decode_config
 from aiayn.cli.options import add_device_option, add_set_option, check_document_flags, counting_number
-from aiayn.config import SamplingConfig
+from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.configs import PRESETS
 from aiayn.errors import AiaynError
 from aiayn.malloc import run_under_tcmalloc
-from aiayn.quickstart import QUICKSTART_STEPS
+from aiayn.quickstart import QUICKSTART_CORPUS, QUICKSTART_OUT, QUICKSTART_STEPS
 
 Handler = Callable[[argparse.Namespace], int | None]
 
@@ -37,8 +37,10 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--steps", type=int, help=f"updates (default {QUICKSTART_STEPS}, or none with --minutes)")
     p.add_argument("--minutes", type=float, help="wall-clock budget (with --steps: what ends first)")
-    p.add_argument("--out", default="runs/quickstart", help="run directory (default runs/quickstart)")
-    p.add_argument("--corpus", default="bible-es-en", help="built-in corpus (default bible-es-en)")
+    p.add_argument("--out", default=QUICKSTART_OUT, help=f"run directory (default {QUICKSTART_OUT})")
+    p.add_argument(
+        "--corpus", default=QUICKSTART_CORPUS, help=f"built-in corpus (default {QUICKSTART_CORPUS})"
+    )
     p.add_argument(
         "--test-limit", type=counting_number, metavar="N", help="score only the first N test sentences"
     )
@@ -121,7 +123,9 @@ COMMANDS.append(_add_train)
 def _add_average(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("average", help="average a run's last checkpoints into a model directory (6.1)")
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--last", type=int, help="how many of the newest checkpoints (default: average_last, 5)")
+    p.add_argument(
+        "--last", type=int, help="how many of the newest checkpoints (default: the run's average_last)"
+    )
     p.add_argument("--out", metavar="MODEL_DIR", help="default: RUN_DIR/model")
     p.set_defaults(handler=_run_average)
 
@@ -157,7 +161,9 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("-i", "--input", metavar="F", help="input file (default or '-': stdin)")
     p.add_argument("-o", "--output", metavar="F", help="output file (default or '-': stdout)")
-    p.add_argument("--nbest", type=int, default=1, help="hypotheses per line (TSV output when > 1)")
+    p.add_argument(
+        "--nbest", type=int, default=DecodeConfig.n_best, help="hypotheses per line (TSV output when > 1)"
+    )
     add_search_options(p)
     g = p.add_argument_group("decoding controls")
     g.add_argument("--prefix-file", metavar="F", help="per input line, a start the translation must continue")

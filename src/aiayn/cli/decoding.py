@@ -46,14 +46,16 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
 
 
 def decode_config(
-    args: argparse.Namespace, n_best: int = 1, base: DecodeConfig | None = None
+    args: argparse.Namespace, n_best: int | None = None, base: DecodeConfig | None = None
 ) -> DecodeConfig:
-    """`base` (default DecodeConfig()) with the search flags given; bad settings fail here, before any
-    model loads. With --sample the beam plays no part: n_best samples are drawn whatever --beam says."""
+    """`base` (default DecodeConfig()) with the search flags given and `n_best`; bad settings fail
+    here, before any model loads. With --sample the beam plays no part: n_best samples are drawn
+    whatever --beam says."""
     base = base or DecodeConfig()
-    given = {
-        field: getattr(args, dest) for dest, field in SEARCH_FLAGS.items() if getattr(args, dest) is not None
-    }
+    given = {field: getattr(args, dest) for dest, field in SEARCH_FLAGS.items()}
+    given = {field: value for field, value in given.items() if value is not None}
+    if n_best is not None:
+        given["n_best"] = n_best
     if getattr(args, "sample", False):
-        given["beam_size"] = max(given.get("beam_size", base.beam_size), n_best)
-    return base.replace(n_best=n_best, **given)
+        given["beam_size"] = max(given.get("beam_size", base.beam_size), given.get("n_best", base.n_best))
+    return base.replace(**given)

@@ -82,9 +82,15 @@ def add_attention(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layer", type=int, help="layer number, 1 = first (default: the last)")
     p.add_argument("--head", type=int, help="only this head, 1 = first (default: a grid of all heads)")
     p.add_argument("--kind", choices=["cross", "encoder", "decoder"], default="cross", help="which attention")
-    p.add_argument("--beam", type=int, default=DecodeConfig.beam_size, help="beam size (paper: 4)")
+    d = DecodeConfig
     p.add_argument(
-        "--alpha", type=float, default=DecodeConfig.alpha, help="length penalty exponent (paper: 0.6)"
+        "--beam", type=int, default=d.beam_size, help=f"beam size (default {d.beam_size}, the paper's)"
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=d.alpha,
+        help=f"length penalty exponent (default {d.alpha}, the paper's)",
     )
     add_device_option(p)
     p.set_defaults(handler=_run_attention)

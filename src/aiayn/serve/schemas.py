@@ -133,14 +133,17 @@ class TranslateRequest(BaseModel):
         description="A text or a list of texts to translate."
     )
     beam_size: int = Field(
-        DEFAULT.beam_size, ge=1, le=MAX_BEAM, description="Beam size (section 6.1: 4); 1 is greedy."
+        DEFAULT.beam_size,
+        ge=1,
+        le=MAX_BEAM,
+        description=f"Beam size (section 6.1: {DEFAULT.beam_size}); 1 is greedy.",
     )
     alpha: float = Field(
         DEFAULT.alpha,
         allow_inf_nan=False,
         ge=0.0,
         le=10.0,
-        description="Length penalty exponent (section 6.1: 0.6).",
+        description=f"Length penalty exponent (section 6.1: {DEFAULT.alpha}).",
     )
     n_best: int = Field(
         DEFAULT.n_best, ge=1, le=MAX_BEAM, description="Hypotheses per text, best first (<= beam_size)."
@@ -222,14 +225,17 @@ class StreamRequest(BaseModel):
         description="A document: paragraphs at blank lines, split into sentences (Moses' rules)."
     )
     beam_size: int = Field(
-        DEFAULT.beam_size, ge=1, le=MAX_BEAM, description="Beam size (section 6.1: 4); 1 is greedy."
+        DEFAULT.beam_size,
+        ge=1,
+        le=MAX_BEAM,
+        description=f"Beam size (section 6.1: {DEFAULT.beam_size}); 1 is greedy.",
     )
     alpha: float = Field(
         DEFAULT.alpha,
         allow_inf_nan=False,
         ge=0.0,
         le=10.0,
-        description="Length penalty exponent (section 6.1: 0.6).",
+        description=f"Length penalty exponent (section 6.1: {DEFAULT.alpha}).",
     )
     sample: Sample | None = Field(None, description="Draw one sample per sentence instead of searching.")
 
@@ -281,7 +287,8 @@ class Limits(BaseModel):
     timeout: float = Field(description="Seconds a request may take, queueing included.")
     max_body_bytes: int = Field(description="Most bytes in a request body.")
     max_work: int = Field(
-        description="Most texts x beam x longest output (|source| + 50 tokens) in a request."
+        description=f"Most texts x beam x longest output (|source| + {DEFAULT.max_len_b} tokens) "
+        "in a request."
     )
     max_queue: int = Field(description="Most texts waiting for the model; beyond, 503 with Retry-After.")
     attention_texts: int = Field(description="Texts per request with attention.")
