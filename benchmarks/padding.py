@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from aiayn.apps.quickstart import QUICKSTART_TRAIN
-from aiayn.config import TrainConfig
+from aiayn.config import RunConfig
+from aiayn.configs import QUICKSTART
 from aiayn.data.batching import TokenBatchSampler, collate
 from aiayn.data.dataset import TokenDataset
 
@@ -73,8 +73,8 @@ def ensure_data(data: Path | None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    quickstart = QUICKSTART_TRAIN["max_tokens"]
-    default = sorted({TrainConfig().max_tokens, quickstart, 4000})
+    recipes = [RunConfig.named(name).train.max_tokens for name in ("base", QUICKSTART, "tiny")]
+    default = sorted(set(recipes))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, help=f"a prepared data directory (default: {DEFAULT_DATA})")
     parser.add_argument("--split", default="train")

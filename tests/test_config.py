@@ -1,4 +1,4 @@
-"""aiayn.config, all in one place: ModelConfig presets (and configs/*.yaml, which must match them),
+"""aiayn.config, all in one place: ModelConfig presets (the models of configs/*.yaml, shipped with aiayn),
 validation and serialisation (key=value overrides: test_overrides.py); and the one DecodeConfig
 (issue 17 item 1), whose defaults (the paper's section 6.1) are the only ones: the CLI, the
 server's schema and Translator.translate start from it."""
@@ -10,9 +10,11 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
-from aiayn.cli import _add_search_options, _decode_config
+from aiayn.cli.decoding import add_search_options, decode_config
 from aiayn.config import ConfigError, DecodeConfig, ModelConfig, RunConfig, TrainConfig
+from aiayn.configs import PRESETS, config_path, names
 from aiayn.overrides import apply_overrides
 from aiayn.serve.schemas import StreamRequest, TranslateRequest
 
@@ -82,7 +84,7 @@ def test_invalid_training_settings_say_which(kwargs, message):
         ({"alpha": float("nan")}, "alpha must be a finite number, got nan"),
         ({"max_len_a": float("inf")}, "max_len_a must be a finite number >= 0, got inf"),
         ({"max_len_a": -1.0}, "max_len_a must be a finite number >= 0, got -1.0"),
-        ({"batch_tokens": 0}, "batch_tokens (--max-tokens) must be at least 1, got 0"),
+        ({"batch_tokens": 0}, "batch_tokens (--batch-tokens) must be at least 1, got 0"),
     ],
 )
 def test_invalid_decoding_settings_say_which(kwargs, message):
@@ -129,12 +131,39 @@ def test_head_sizes_are_d_model_over_h_unless_both_are_set():
 
 def test_the_cli_flags_default_to_decode_config():
     parser = argparse.ArgumentParser()
-    _add_search_options(parser)
-    assert _decode_config(parser.parse_args([])) == DecodeConfig()
+    add_search_options(parser)
+    assert decode_config(parser.parse_args([])) == DecodeConfig()
     args = parser.parse_args(["--beam", "6", "--alpha", "1.0", "--length-penalty-style", "fairseq"])
-    assert _decode_config(args, n_best=2) == DecodeConfig(
+    assert decode_config(args, n_best=2) == DecodeConfig(
         beam_size=6, alpha=1.0, length_penalty_style="fairseq", n_best=2
     )
+
+
+def test_flags_left_out_keep_the_base_search():
+    """The flags change a base field by field: DecodeConfig(), or the parsing search of section 6.3."""
+    from aiayn.parse.parser import PARSE_DECODE
+
+    parser = argparse.ArgumentParser()
+    add_search_options(parser)
+    parsing = DecodeConfig(**PARSE_DECODE)
+    assert decode_config(parser.parse_args([]), base=parsing) == parsing
+    args = parser.parse_args(["--beam", "5", "--batch-tokens", "99"])
+    assert decode_config(args, base=parsing) == parsing.replace(beam_size=5, batch_tokens=99)
+    with pytest.raises(ConfigError, match="n_best=7 must be between 1 and beam_size=5"):
+        decode_config(args, n_best=7)
+    args.sample = True  # the beam only has to hold the n_best samples drawn
+    assert decode_config(args, n_best=7).beam_size == 7
+
+
+def test_sampling_defaults_are_sampling_config_s(toy_model_dir):
+    from aiayn.cli import _controls, build_parser
+    from aiayn.config import SamplingConfig
+    from aiayn.serve.schemas import Sample
+
+    args = build_parser().parse_args(["translate", str(toy_model_dir), "--sample"])
+    assert _controls(args)["sample"] == SamplingConfig()
+    assert SamplingConfig(**Sample().model_dump()) == SamplingConfig()
+    assert TranslateRequest(text="x", sample={}).sample == Sample()
 
 
 def test_the_server_schema_defaults_to_decode_config():
@@ -167,16 +196,20 @@ def test_translate_takes_a_config_or_its_fields(toy_model_dir):
 CONFIGS = Path(__file__).parent.parent / "configs"
 
 
-@pytest.mark.parametrize("name", ["tiny", "base", "big"])
-def test_presets_in_configs_match_the_model_presets(name):
-    config = RunConfig.from_yaml(CONFIGS / f"{name}.yaml")
-    preset = ModelConfig.preset(name)
-    assert (config.model.n_layers, config.model.d_model, config.model.d_ff, config.model.n_heads) == (
-        preset.n_layers,
-        preset.d_model,
-        preset.d_ff,
-        preset.n_heads,
-    )
+def test_the_checkout_s_configs_are_the_package_s():
+    """configs/ in a checkout is the folder the package ships and reads (aiayn/configs)."""
+    shipped = {p.name: p.read_text() for p in config_path("tiny").parent.glob("*.yaml")}
+    assert shipped == {p.name: p.read_text() for p in CONFIGS.glob("*.yaml")}
+    assert sorted(shipped) == sorted(f"{name}.yaml" for name in names()) and set(PRESETS) < set(names())
+    assert '"aiayn.configs" = ["*.yaml"]' in (CONFIGS.parent / "pyproject.toml").read_text()
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_presets_are_the_models_of_their_config_files(name):
+    config = RunConfig.named(name)
+    assert config == RunConfig.from_yaml(CONFIGS / f"{name}.yaml")
+    assert ModelConfig.preset(name) == config.model
+    assert "preset" not in yaml.safe_load(config_path(name).read_text())  # a preset is its own home
     if name != "tiny":  # the paper's recipe (5.3, 5.4)
         t = config.train
         assert (t.warmup_steps, t.label_smoothing, t.adam_beta2, t.adam_eps, t.lr_peak) == (
@@ -186,3 +219,43 @@ def test_presets_in_configs_match_the_model_presets(name):
             1e-9,
             None,
         )
+    assert ModelConfig.preset(name, d_model=64, n_heads=2).d_model == 64
+
+
+def test_the_presets_models():
+    assert ModelConfig.preset("base") == ModelConfig()  # the defaults are the paper's base model
+    tiny = ModelConfig.preset("tiny")
+    assert (tiny.n_layers, tiny.d_model, tiny.d_ff, tiny.n_heads, tiny.dropout) == (3, 256, 1024, 4, 0.1)
+    assert RunConfig.named("base") == RunConfig()
+
+
+@pytest.mark.parametrize("name", names())
+def test_a_named_config_writes_no_default(name):
+    """One home per default: a named config lists only what differs from the dataclasses' defaults."""
+    data = yaml.safe_load(config_path(name).read_text())
+    defaults = {"model": ModelConfig(), "train": TrainConfig(), "decode": DecodeConfig()}
+    for section, settings in data.items():
+        if section == "preset":
+            continue
+        for key, value in (settings or {}).items():
+            assert value != getattr(defaults[section], key), f"{name}.yaml: {section}.{key} is the default"
+
+
+def test_a_config_file_can_start_from_a_preset(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("preset: tiny\nmodel:\n  dropout: 0.2\ntrain:\n  warmup_steps: 7\n")
+    config = RunConfig.from_yaml(path)
+    assert config.model == ModelConfig.preset("tiny", dropout=0.2) and config.train.warmup_steps == 7
+    assert RunConfig.from_dict(config.to_dict()) == config  # written out whole, no preset needed
+    for text, message in [
+        ("preset: huge\n", "run.yaml: unknown preset 'huge'; choose one of tiny, base, big"),
+        ("preset: tiny\nmodel: [1]\n", "run.yaml: ModelConfig settings must be a mapping, got list"),
+        ("preset: tiny\nmodel:\n  d_model: '64'\n", "run.yaml: d_model must be an integer, got '64'"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            RunConfig.from_yaml(path)
+    with pytest.raises(
+        ConfigError, match="no config named 'huge'; choose one of base, big, quickstart, tiny"
+    ):
+        RunConfig.named("huge")

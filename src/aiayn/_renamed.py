@@ -22,6 +22,13 @@ RENAMED = {
     "aiayn.decode.blockwise": "aiayn.runtime.blockwise",
     "aiayn.train.kernels": "aiayn.runtime.kernels",
     "aiayn.malloc": "aiayn.runtime.malloc",
+    "aiayn.quickstart": "aiayn.apps.quickstart",
+    "aiayn.doctor": "aiayn.apps.doctor",
+    "aiayn.viz": "aiayn.apps.viz",
+    "aiayn.variations": "aiayn.apps.variations",
+    "aiayn.variations.rows": "aiayn.apps.variations.rows",
+    "aiayn.variations.run": "aiayn.apps.variations.run",
+    "aiayn.variations.table": "aiayn.apps.variations.table",
 }
 
 

@@ -20,22 +20,13 @@ from typing import Any
 import yaml
 
 from aiayn.checks import ConfigError, check_choice, check_number, check_seed
+from aiayn.configs import PRESETS, config_path, names
 from aiayn.safe_io import atomic_write_text
 
 FORMAT_VERSION = 1
 
 # Special token ids shared by the tokenizer (SentencePiece is trained with these) and the model.
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-
-PRESETS: dict[str, dict[str, Any]] = {
-    # for CPU work (and the quickstart)
-    "tiny": dict(n_layers=3, d_model=256, d_ff=1024, n_heads=4, dropout=0.1),
-    # Table 3, "base"
-    "base": dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, dropout=0.1),
-    # Table 3, "big"
-    "big": dict(n_layers=6, d_model=1024, d_ff=4096, n_heads=16, dropout=0.3),
-}
-
 
 _PLAIN = {int: "an integer", float: "a number", str: "a string", bool: "true or false", type(None): "null"}
 
@@ -176,9 +167,10 @@ class ModelConfig(Serializable):
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> ModelConfig:
+        """The model of configs/NAME.yaml (tiny, base, big), with `overrides` (field names)."""
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-        return cls(**{**PRESETS[name], **overrides})
+        return cls.from_dict({**(load_yaml(config_path(name)).get("model") or {}), **overrides})
 
     # -- derived values -------------------------------------------------------------------------
     @property
@@ -332,7 +324,7 @@ class DecodeConfig(Serializable):
     max_len_a: float = 1.0
     max_len_b: int = 50
     n_best: int = 1
-    batch_tokens: int = 4096  # source tokens per decoding batch
+    batch_tokens: int = TrainConfig.max_tokens  # source tokens per decoding batch: a training batch's
 
     def __post_init__(self) -> None:
         check_choice("length_penalty_style", self.length_penalty_style, LENGTH_PENALTY_STYLES)
@@ -345,7 +337,7 @@ class DecodeConfig(Serializable):
         if not (math.isfinite(self.max_len_a) and self.max_len_a >= 0):
             raise ConfigError(f"max_len_a must be a finite number >= 0, got {self.max_len_a}")
         if self.batch_tokens < 1:
-            raise ConfigError(f"batch_tokens (--max-tokens) must be at least 1, got {self.batch_tokens}")
+            raise ConfigError(f"batch_tokens (--batch-tokens) must be at least 1, got {self.batch_tokens}")
 
 
 @dataclass
@@ -379,13 +371,27 @@ class RunConfig(Serializable):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
-        sections = ("model", "train", "decode")
+        """The sections `model`, `train` and `decode`; with `preset: NAME`, the model starts from
+        that preset's (ModelConfig.preset) and its section changes it."""
+        sections = ("model", "train", "decode", "preset")
         unknown = sorted(set(data) - set(sections))
         if unknown:
             known = ", ".join(sections)
             raise ConfigError(f"unknown config section(s): {', '.join(unknown)} (the sections: {known})")
+        model = data.get("model") or {}
+        if not isinstance(model, dict):
+            raise ConfigError(f"ModelConfig settings must be a mapping, got {type(model).__name__}")
         return cls(
-            model=ModelConfig.from_dict(data.get("model") or {}),
+            model=ModelConfig.preset(data["preset"], **model)
+            if "preset" in data
+            else ModelConfig.from_dict(model),
             train=TrainConfig.from_dict(data.get("train") or {}),
             decode=DecodeConfig.from_dict(data.get("decode") or {}),
         )
+
+    @classmethod
+    def named(cls, name: str) -> RunConfig:
+        """A config shipped with aiayn (aiayn/configs: the presets tiny, base, big; quickstart)."""
+        if name not in names():
+            raise ConfigError(f"no config named {name!r}; choose one of {', '.join(names())}")
+        return cls.from_yaml(config_path(name))

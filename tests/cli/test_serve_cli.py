@@ -80,3 +80,22 @@ def test_serve_int8_loads_an_int8_model(toy_model_dir, monkeypatch, capsys):
     assert ", int8 on http://127.0.0.1:" in capsys.readouterr().out
     assert seen["model"]["int8"] is True and seen["model"]["parameters"] > 0
     assert seen["translation"]["translations"][0]["text"]
+
+
+def test_every_serve_setting_has_its_flag_and_the_dataclass_default():
+    """One home per default: a flag left out is ServeSettings' own default, and each field has a flag."""
+    from dataclasses import fields
+
+    from aiayn.cli import build_parser
+    from aiayn.cli.serve import serve_settings
+    from aiayn.serve import ServeSettings
+
+    parser = build_parser()
+    assert serve_settings(parser.parse_args(["serve", "DIR"])) == ServeSettings()
+    for f in fields(ServeSettings):
+        flag = "--" + f.name.replace("_", "-")
+        changed = type(f.default)(f.default * 2)  # every field's default doubled is valid
+        args = parser.parse_args(["serve", "DIR", flag, str(changed)])
+        settings = serve_settings(args)
+        assert getattr(settings, f.name) == changed and type(getattr(settings, f.name)) is type(f.default)
+        assert settings == ServeSettings(**{f.name: changed}), flag

@@ -131,7 +131,8 @@ def test_quickstart_seed_reaches_the_trainer(monkeypatch, tmp_path):
     monkeypatch.setattr(qs, "quickstart", lambda *args: calls.append(args))
     assert main(["quickstart", "--seed", "7", "--out", str(tmp_path)]) == 0
     assert main(["quickstart", "--out", str(tmp_path)]) == 0
-    assert [c[-1] for c in calls] == [7, 1]  # the seed, then the default
+    assert [c[-1] for c in calls] == [7, None]  # the seed, then the recipe's
+    assert qs.quickstart_config(seed=None).train.seed == qs.quickstart_config(seed=1).train.seed
 
     seen = []
     monkeypatch.setattr("aiayn.train.trainer.train", lambda data, out, config: seen.append(config) or 1 / 0)

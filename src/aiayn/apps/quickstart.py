@@ -10,41 +10,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aiayn.config import DecodeConfig, ModelConfig, RunConfig, TrainConfig
+from aiayn.config import RunConfig
+from aiayn.configs import QUICKSTART
 from aiayn.data.datadir import DataDir
 from aiayn.errors import AiaynError
 from aiayn.safe_io import output_dir
 
-# The recipe for a ~29k-pair corpus on a 2-core CPU, tuned on the dev books (see README).
-QUICKSTART_STEPS = 1000  # updates of ~4,096 target tokens: the same model on every CPU, only the time differs
-QUICKSTART_MODEL = dict(dropout=0.1)
-QUICKSTART_TRAIN = dict(
-    max_tokens=4096,
-    update_tokens=4096,
-    warmup_steps=300,
-    lr_peak=2e-3,
-    label_smoothing=0.1,
-    clip_norm=1.0,
-    eval_every=200,
-    save_every=50,
-    save_minutes=None,
-    keep_last=5,
-    average_last=5,
-    log_every=10,
-)
+# configs/quickstart.yaml: the tiny model and a recipe for a ~29k-pair corpus on a 2-core CPU
+QUICKSTART_STEPS = RunConfig.named(QUICKSTART).train.max_steps
+QUICKSTART_OUT, QUICKSTART_CORPUS = "runs/quickstart", "bible-es-en"  # where it runs, on what
 SAMPLE_COUNT = 5
 
 
 def quickstart_config(
-    steps: int | None = QUICKSTART_STEPS, minutes: float | None = None, seed: int = TrainConfig.seed
+    steps: int | None = QUICKSTART_STEPS, minutes: float | None = None, seed: int | None = None
 ) -> RunConfig:
-    """The tiny preset with the quickstart recipe, `steps` updates and/or a budget of `minutes`;
-    `seed` sets the initial weights and the batch order (another seed: another model, for ensembles)."""
-    return RunConfig(
-        model=ModelConfig.preset("tiny", **QUICKSTART_MODEL),
-        train=TrainConfig(max_steps=steps, minutes=minutes, seed=seed, **QUICKSTART_TRAIN),
-        decode=DecodeConfig(),  # the paper's search: beam 4, alpha 0.6
-    )
+    """The quickstart's recipe (configs/quickstart.yaml) with `steps` updates and/or a budget of
+    `minutes`; `seed` (None: the recipe's) sets the initial weights and the batch order (another
+    seed: another model, for ensembles)."""
+    recipe = RunConfig.named(QUICKSTART)
+    seed = recipe.train.seed if seed is None else seed
+    return recipe.replace(train=recipe.train.replace(max_steps=steps, minutes=minutes, seed=seed))
 
 
 def _say(text: str = "") -> None:
@@ -129,12 +115,12 @@ def _pictures(model_dir: Path, out: Path, sentence: str) -> list[Path]:
 
 
 def quickstart(
-    out: str | Path = "runs/quickstart",
+    out: str | Path = QUICKSTART_OUT,
     steps: int | None = QUICKSTART_STEPS,
     minutes: float | None = None,
-    corpus: str = "bible-es-en",
+    corpus: str = QUICKSTART_CORPUS,
     test_limit: int | None = None,
-    seed: int = TrainConfig.seed,
+    seed: int | None = None,
 ) -> dict:
     """Run the main job end to end; returns the test scores (also in OUT/eval/scores.json).
 
@@ -142,7 +128,8 @@ def quickstart(
     (None: no such limit; at least one must be given).
 
     `test_limit` scores only the first N test sentences (for quick checks; the BLEU of the
-    README is on all of them). `seed`: another seed trains another model of the same recipe.
+    README is on all of them). `seed`: another seed trains another model of the same recipe (None:
+    the recipe's).
     """
     from aiayn.data.prepare import prepare
     from aiayn.evaluate import evaluate_model
@@ -153,10 +140,12 @@ def quickstart(
     _say(f"== preparing {corpus} in {out / 'data'}")
     data = DataDir(prepare(out / "data", corpus))
     _say(f"   pairs: {data.meta['pairs']}")
-    model_dir = _train_and_average(data.path, out, quickstart_config(steps, minutes, seed))
-    _say("== translating the test books (beam 4, alpha 0.6)")
+    config = quickstart_config(steps, minutes, seed)
+    model_dir = _train_and_average(data.path, out, config)
+    search = config.decode
+    _say(f"== translating the test books (beam {search.beam_size}, alpha {search.alpha:g})")
     scores = evaluate_model(
-        model_dir, data.path, "test", DecodeConfig(), out_dir=out / "eval", limit=test_limit, progress=True
+        model_dir, data.path, "test", search, out_dir=out / "eval", limit=test_limit, progress=True
     )
     _say(scores["bleu_text"])
     _say(scores["chrf_text"])

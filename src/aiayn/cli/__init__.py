@@ -14,11 +14,13 @@ import os
 import sys
 from collections.abc import Callable
 
-from aiayn.apps.quickstart import QUICKSTART_STEPS
+from aiayn.apps.quickstart import QUICKSTART_CORPUS, QUICKSTART_OUT, QUICKSTART_STEPS
 from aiayn.cli import parse as parse_cli
 from aiayn.cli import prepare as prepare_cli
+from aiayn.cli.decoding import add_search_options, decode_config
 from aiayn.cli.options import add_device_option, add_set_option, check_document_flags, counting_number
-from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
+from aiayn.config import DecodeConfig, SamplingConfig
+from aiayn.configs import PRESETS
 from aiayn.errors import AiaynError
 from aiayn.runtime.malloc import run_under_tcmalloc
 
@@ -37,13 +39,15 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--steps", type=int, help=f"updates (default {QUICKSTART_STEPS}, or none with --minutes)")
     p.add_argument("--minutes", type=float, help="wall-clock budget (with --steps: what ends first)")
-    p.add_argument("--out", default="runs/quickstart", help="run directory (default runs/quickstart)")
-    p.add_argument("--corpus", default="bible-es-en", help="built-in corpus (default bible-es-en)")
+    p.add_argument("--out", default=QUICKSTART_OUT, help=f"run directory (default {QUICKSTART_OUT})")
+    p.add_argument(
+        "--corpus", default=QUICKSTART_CORPUS, help=f"built-in corpus (default {QUICKSTART_CORPUS})"
+    )
     p.add_argument(
         "--test-limit", type=counting_number, metavar="N", help="score only the first N test sentences"
     )
     p.add_argument(
-        "--seed", type=int, default=1, help="another seed trains another model (ensembles; default 1)"
+        "--seed", type=int, help="another seed trains another model (ensembles; default: the recipe's)"
     )
     p.set_defaults(handler=_run_quickstart)
 
@@ -72,7 +76,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("data_dir", metavar="DATA_DIR", help="a directory written by `aiayn prepare`")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory (checkpoints, metrics)")
     base = p.add_mutually_exclusive_group()
-    base.add_argument("--preset", choices=["tiny", "base", "big"], help="model preset (default: base)")
+    base.add_argument("--preset", choices=PRESETS, help="model preset (default: base)")
     base.add_argument("--config", metavar="F.yaml", help="a RunConfig YAML, e.g. configs/tiny.yaml")
     add_set_option(p, "any model or training setting, e.g. --set warmup_steps=300 (repeatable)")
     p.add_argument("--max-steps", type=int, help="stop after this many updates")
@@ -121,7 +125,9 @@ COMMANDS.append(_add_train)
 def _add_average(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("average", help="average a run's last checkpoints into a model directory (6.1)")
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--last", type=int, help="how many of the newest checkpoints (default: average_last, 5)")
+    p.add_argument(
+        "--last", type=int, help="how many of the newest checkpoints (default: the run's average_last)"
+    )
     p.add_argument("--out", metavar="MODEL_DIR", help="default: RUN_DIR/model")
     p.set_defaults(handler=_run_average)
 
@@ -142,42 +148,6 @@ def _run_average(args: argparse.Namespace) -> None:
 COMMANDS.append(_add_average)
 
 
-def _add_search_options(p: argparse.ArgumentParser) -> None:
-    """Beam search settings (section 6.1) shared by translate and evaluate; defaults: DecodeConfig's."""
-    d = DecodeConfig
-    p.add_argument("--beam", type=int, default=d.beam_size, help="beam size (paper: 4; 1 = greedy)")
-    p.add_argument("--alpha", type=float, default=d.alpha, help="length penalty exponent (paper: 0.6)")
-    p.add_argument(
-        "--length-penalty-style",
-        choices=list(LENGTH_PENALTY_STYLES),
-        default=d.length_penalty_style,
-        help="gnmt: ((5+|Y|)/6)^alpha (paper); len: |Y|^alpha as HF generate; fairseq: |Y|^alpha, "
-        "stopping once beam-size hypotheses end (fairseq, CTranslate2)",
-    )
-    p.add_argument("--max-len-a", type=float, default=d.max_len_a, help="output at most a*|source|+b tokens")
-    p.add_argument("--max-len-b", type=int, default=d.max_len_b, help="see --max-len-a")
-    p.add_argument(
-        "--max-tokens", type=int, default=d.batch_tokens, help="source tokens per batch (padding counted)"
-    )
-    add_device_option(p)
-    p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
-
-
-def _decode_config(args: argparse.Namespace, n_best: int = 1) -> DecodeConfig:
-    """The search the flags ask for; bad settings fail here, before any model loads. With --sample
-    the beam plays no part: n_best samples are drawn whatever --beam says."""
-    sampling = getattr(args, "sample", False)
-    return DecodeConfig(
-        beam_size=max(args.beam, n_best) if sampling else args.beam,
-        alpha=args.alpha,
-        n_best=n_best,
-        max_len_a=args.max_len_a,
-        max_len_b=args.max_len_b,
-        length_penalty_style=args.length_penalty_style,
-        batch_tokens=args.max_tokens,
-    )
-
-
 def _add_translate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "translate",
@@ -193,18 +163,25 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("-i", "--input", metavar="F", help="input file (default or '-': stdin)")
     p.add_argument("-o", "--output", metavar="F", help="output file (default or '-': stdout)")
-    p.add_argument("--nbest", type=int, default=1, help="hypotheses per line (TSV output when > 1)")
-    _add_search_options(p)
+    p.add_argument(
+        "--nbest", type=int, default=DecodeConfig.n_best, help="hypotheses per line (TSV output when > 1)"
+    )
+    add_search_options(p)
     g = p.add_argument_group("decoding controls")
     g.add_argument("--prefix-file", metavar="F", help="per input line, a start the translation must continue")
     g.add_argument(
         "--constraints-file", metavar="F", help="per input line, tab-separated phrases it must contain"
     )
     g.add_argument("--sample", action="store_true", help="sample --nbest outputs instead of searching")
-    g.add_argument("--temperature", type=float, default=1.0, help="with --sample: divide log-probs by this")
-    g.add_argument("--top-k", type=int, default=0, help="with --sample: only the k most probable (0: all)")
-    g.add_argument("--top-p", type=float, default=1.0, help="with --sample: the smallest set with this mass")
-    g.add_argument("--seed", type=int, default=0, help="with --sample: the draws' seed")
+    s = SamplingConfig
+    g.add_argument("--temperature", type=float, default=s.temperature, help="with --sample: divide log-probs")
+    g.add_argument(
+        "--top-k", type=int, default=s.top_k, help="with --sample: only the k most probable (0: all)"
+    )
+    g.add_argument(
+        "--top-p", type=float, default=s.top_p, help="with --sample: the smallest set with this mass"
+    )
+    g.add_argument("--seed", type=int, default=s.seed, help="with --sample: the draws' seed")
     g.add_argument(
         "--align", action="store_true", help="write 'translation ||| i-j ...' (source-target words)"
     )
@@ -215,7 +192,6 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
 
 def _controls(args: argparse.Namespace) -> dict:
     """translate()'s keyword arguments for the decoding-control flags (files read whole)."""
-    from aiayn.config import SamplingConfig
     from aiayn.decode.stream import read_lines
 
     controls: dict = {"align": args.align, "replace_unk": args.replace_unk}
@@ -236,7 +212,7 @@ def _run_translate(args: argparse.Namespace) -> None:
     from aiayn.decode.translator import Translator
     from aiayn.safe_io import atomic_path, input_file, output_file
 
-    options = _decode_config(args, args.nbest)
+    options = decode_config(args, args.nbest)
     check_document_flags(args)
     args.input = None if args.input == "-" else args.input
     if args.input:
@@ -280,7 +256,8 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         help="BLEU and chrF (sacreBLEU) of a model on a data split, or of a hypothesis file",
         description="aiayn evaluate MODEL_DIR DATA_DIR [--split test]   |   aiayn evaluate --hyp F --ref F. "
         "Prints sacreBLEU's score lines with their signatures and writes scores.json. Parse data: labelled "
-        "bracketing F1 (EVALB), searched with section 6.3's --beam 21 --alpha 0.3 --max-len-b 300.",
+        "bracketing F1 (EVALB), searched as section 6.3 did (aiayn.parse.parser.PARSE_DECODE) unless "
+        "the search flags say otherwise.",
     )
     p.add_argument("model_dir", nargs="?", metavar="MODEL_DIR", help="a model directory")
     p.add_argument("data_dir", nargs="?", metavar="DATA_DIR", help="a directory written by `aiayn prepare`")
@@ -290,7 +267,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="where SPLIT.hyp and scores.json go (default MODEL_DIR/eval)")
     p.add_argument("--limit", type=int, help="only the first N sentences")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _add_search_options(p)
+    add_search_options(p)
     parse_cli.add_evaluate_options(p)
     p.set_defaults(handler=_run_evaluate)
 
@@ -300,8 +277,7 @@ def _run_evaluate(args: argparse.Namespace) -> None:
     from aiayn.evaluate import evaluate_files, evaluate_model, write_scores
 
     if parse_cli.wants_parseval(args):
-        return parse_cli.run_evaluate(args, _decode_config)
-    parse_cli.fill_search_defaults(args, parse=False)
+        return parse_cli.run_evaluate(args)
     if args.hyp or args.ref:
         if not (args.hyp and args.ref) or args.model_dir or args.data_dir:
             raise AiaynError("give either MODEL_DIR DATA_DIR, or --hyp F --ref F")
@@ -311,7 +287,7 @@ def _run_evaluate(args: argparse.Namespace) -> None:
     else:
         if not (args.model_dir and args.data_dir):
             raise AiaynError("give MODEL_DIR DATA_DIR (or --hyp F --ref F)")
-        scores = evaluate_on_split(evaluate_model, args, _decode_config(args))
+        scores = evaluate_on_split(evaluate_model, args, decode_config(args))
     print(scores["bleu_text"])
     print(scores["chrf_text"])
     for key in ("hypotheses", "scores"):

@@ -1,10 +1,12 @@
 """The argparse types and options that several `aiayn` commands share: `--device` checked as it
 is parsed, counts of 1 or more, `--set KEY=VALUE` overrides, the flags `--document` excludes, and
-`aiayn evaluate MODEL_DIR DATA_DIR`'s call of its evaluator (translations and parse trees alike)."""
+`aiayn evaluate MODEL_DIR DATA_DIR`'s call of its evaluator (translations and parse trees alike), and
+a renamed flag's old spelling (it still works and says it is deprecated)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -82,3 +84,21 @@ def evaluate_on_split(evaluate: Callable[..., dict[str, Any]], args: argparse.Na
     )
     scores["scores"] = str(Path(out) / "scores.json")
     return scores
+
+
+class _Renamed(argparse.Action):
+    """A flag's old spelling: stores into the new one's dest and prints a one-line deprecation note."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"{parser.prog}: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_renamed_option(p: argparse.ArgumentParser, old: str, new: str, **kwargs) -> None:
+    """`old`, hidden from --help, as a deprecated spelling of the option `new` (same dest, same type)."""
+    dest = new.lstrip("-").replace("-", "_")
+    p.add_argument(old, dest=dest, action=_Renamed, new=new, help=argparse.SUPPRESS, **kwargs)

@@ -1,20 +1,16 @@
 """Constituency parsing (section 6.3) in `aiayn prepare` and `aiayn evaluate`: the tree sources of
-prepare, and the parseval branch of evaluate (with the paper's parsing search as its defaults)."""
+prepare, and the parseval branch of evaluate (searched as section 6.3 did, unless the flags say
+otherwise: `aiayn.parse.parser.PARSE_DECODE`)."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 
+from aiayn.cli.decoding import decode_config
 from aiayn.config import DecodeConfig
 from aiayn.errors import AiaynError
 from aiayn.parse.treebank import SYNTHETIC
-
-# evaluate's search defaults (its argument names): section 6.1's for text, 6.3's for parse data
-_D = DecodeConfig
-TEXT_SEARCH = {"beam": _D.beam_size, "alpha": _D.alpha, "max_len_a": _D.max_len_a, "max_len_b": _D.max_len_b}
-PARSE_SEARCH = {"beam": 21, "alpha": 0.3, "max_len_a": 1.0, "max_len_b": 300}
 
 
 def add_tree_sources(source: argparse._MutuallyExclusiveGroup, p: argparse.ArgumentParser) -> None:
@@ -72,7 +68,7 @@ def run_prepare(args: argparse.Namespace) -> None:
 
 
 def add_evaluate_options(p: argparse.ArgumentParser) -> None:
-    """--metric and --baseline; the search settings default to None, filled in by the data's task."""
+    """--metric and --baseline (the search flags are translate's: aiayn.cli.decoding)."""
     p.add_argument(
         "--metric",
         choices=["bleu", "parseval"],
@@ -84,7 +80,6 @@ def add_evaluate_options(p: argparse.ArgumentParser) -> None:
         choices=["right-branching"],
         help="score this baseline on DATA_DIR (parse data) instead of a model",
     )
-    p.set_defaults(beam=None, alpha=None, max_len_a=None, max_len_b=None)
 
 
 def wants_parseval(args: argparse.Namespace) -> bool:
@@ -96,22 +91,12 @@ def wants_parseval(args: argparse.Namespace) -> bool:
     return data is not None and data.prepared and data.is_parse
 
 
-def fill_search_defaults(args: argparse.Namespace, parse: bool) -> None:
-    """The search settings not given on the command line: section 6.3's for parsing, else 6.1's."""
-    for name, value in (PARSE_SEARCH if parse else TEXT_SEARCH).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-
-
-def run_evaluate(
-    args: argparse.Namespace, decode_config: Callable[[argparse.Namespace], DecodeConfig]
-) -> None:
-    """The parseval branch: --hyp/--ref trees, --baseline, or MODEL_DIR on parse DATA_DIR.
-
-    `decode_config(args)`: the search evaluate's arguments ask for.
-    """
+def run_evaluate(args: argparse.Namespace) -> None:
+    """The parseval branch: --hyp/--ref trees, --baseline, or MODEL_DIR on parse DATA_DIR (searched
+    with section 6.3's settings and the search flags given)."""
     from aiayn.cli.options import evaluate_on_split
     from aiayn.parse.evaluate import evaluate_baseline, evaluate_parser, evaluate_tree_files
+    from aiayn.parse.parser import PARSE_DECODE
 
     if args.hyp or args.ref:
         if not (args.hyp and args.ref) or args.model_dir or args.data_dir or args.baseline:
@@ -131,8 +116,9 @@ def run_evaluate(
     else:
         if not (args.model_dir and args.data_dir):
             raise AiaynError("give MODEL_DIR DATA_DIR (or --hyp F --ref F)")
-        fill_search_defaults(args, parse=True)
-        scores = evaluate_on_split(evaluate_parser, args, decode_config(args))
+        scores = evaluate_on_split(
+            evaluate_parser, args, decode_config(args, base=DecodeConfig(**PARSE_DECODE))
+        )
     if args.out:
         scores["scores"] = str(Path(args.out) / "scores.json")
     print(scores["parseval_text"])

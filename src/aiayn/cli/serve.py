@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from aiayn.cli.options import add_device_option
 from aiayn.config import DecodeConfig
 from aiayn.errors import AiaynError
+
+if TYPE_CHECKING:
+    from aiayn.serve import ServeSettings
 
 
 def _port(text: str) -> int:
@@ -20,6 +24,30 @@ def _port(text: str) -> int:
     return port
 
 
+# The flags of ServeSettings' fields (--max-batch sets max_batch): their defaults are the dataclass's,
+# for a flag left out leaves its field alone (serve_settings). ServeSettings is not imported to build
+# the parser: aiayn.serve loads torch and FastAPI, seconds on every `aiayn` command.
+SERVE_FLAGS: dict[str, tuple[type, str]] = {
+    "max_batch": (int, "most texts in one request (else 413)"),
+    "max_chars": (int, "most characters in one text (else 413)"),
+    "timeout": (float, "seconds a request may take (else 503)"),
+    "batch_wait_ms": (float, "ms to gather requests into one batch"),
+    "batch_texts": (int, "most texts per model call; 1 = no batching"),
+    "max_attention_tokens": (int, "most tokens per side of an attention answer (else 413)"),
+    "max_work": (int, f"most texts x beam x (|source| + {DecodeConfig.max_len_b}) in a request (else 413)"),
+    "batch_work": (int, "the same per model call: larger requests take turns"),
+    "max_queue": (int, "most texts waiting for the model (else 503)"),
+}
+
+
+def serve_settings(args: argparse.Namespace) -> ServeSettings:
+    """The ServeSettings of the flags given; the others keep the dataclass's defaults."""
+    from aiayn.serve import ServeSettings
+
+    given = {name: getattr(args, name) for name in SERVE_FLAGS if getattr(args, name) is not None}
+    return ServeSettings(**given)
+
+
 def add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
@@ -29,39 +57,17 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model_dir", metavar="MODEL_DIR", help="a model directory (aiayn average, import-marian)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
     p.add_argument("--port", type=_port, default=8000, help="port (0: any free one)")
-    p.add_argument("--max-batch", type=int, default=64, help="most texts in one request (else 413)")
-    p.add_argument("--max-chars", type=int, default=2000, help="most characters in one text (else 413)")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds a request may take (else 503)")
-    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="ms to gather requests into one batch")
-    p.add_argument("--batch-texts", type=int, default=64, help="most texts per model call; 1 = no batching")
-    p.add_argument(
-        "--max-attention-tokens",
-        type=int,
-        default=128,
-        help="most tokens per side of an attention answer (else 413)",
-    )
-    p.add_argument(
-        "--max-work",
-        type=int,
-        default=262_144,
-        help="most texts x beam x (|source| + 50) in a request (else 413)",
-    )
-    p.add_argument(
-        "--batch-work", type=int, default=16_384, help="the same per model call: larger requests take turns"
-    )
-    p.add_argument("--max-queue", type=int, default=1024, help="most texts waiting for the model (else 503)")
+    for name, (kind, text) in SERVE_FLAGS.items():
+        p.add_argument(f"--{name.replace('_', '-')}", type=kind, help=text)
     add_device_option(p)
     p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
     p.set_defaults(handler=_run_serve)
 
 
 def _run_serve(args: argparse.Namespace) -> None:
-    from aiayn.serve import ServeSettings, serve
+    from aiayn.serve import serve
 
-    names = ("max_batch", "max_chars", "timeout", "batch_wait_ms", "batch_texts", "max_attention_tokens")
-    names += ("max_work", "batch_work", "max_queue")
-    settings = ServeSettings(**{name: getattr(args, name) for name in names})
-    serve(args.model_dir, args.host, args.port, settings, args.device, int8=args.int8)
+    serve(args.model_dir, args.host, args.port, serve_settings(args), args.device, int8=args.int8)
 
 
 def add_attention(sub: argparse._SubParsersAction) -> None:
@@ -76,9 +82,15 @@ def add_attention(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layer", type=int, help="layer number, 1 = first (default: the last)")
     p.add_argument("--head", type=int, help="only this head, 1 = first (default: a grid of all heads)")
     p.add_argument("--kind", choices=["cross", "encoder", "decoder"], default="cross", help="which attention")
-    p.add_argument("--beam", type=int, default=DecodeConfig.beam_size, help="beam size (paper: 4)")
+    d = DecodeConfig
     p.add_argument(
-        "--alpha", type=float, default=DecodeConfig.alpha, help="length penalty exponent (paper: 0.6)"
+        "--beam", type=int, default=d.beam_size, help=f"beam size (default {d.beam_size}, the paper's)"
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=d.alpha,
+        help=f"length penalty exponent (default {d.alpha}, the paper's)",
     )
     add_device_option(p)
     p.set_defaults(handler=_run_attention)

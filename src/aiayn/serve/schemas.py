@@ -17,9 +17,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from aiayn.config import DecodeConfig
+from aiayn.config import DecodeConfig, SamplingConfig
 
 DEFAULT = DecodeConfig()  # the paper's search (section 6.1), which a request changes field by field
+SAMPLING = SamplingConfig()  # a "sample" object's defaults
 MAX_BEAM = 16  # a server caps it: memory grows with texts x beams, and beams past ~10 buy nothing
 MAX_TEXTS = 4096  # the most --max-batch may allow
 MAX_TEXT_CHARS = 100_000  # the most --max-chars may allow
@@ -107,12 +108,20 @@ class Sample(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    temperature: float = Field(1.0, allow_inf_nan=False, gt=0.0, le=100.0, description="Divides the logits.")
-    top_k: int = Field(0, ge=0, description="Draw from the k most probable tokens (0: all).")
-    top_p: float = Field(
-        1.0, allow_inf_nan=False, gt=0.0, le=1.0, description="Then from the smallest set with this mass."
+    temperature: float = Field(
+        SAMPLING.temperature, allow_inf_nan=False, gt=0.0, le=100.0, description="Divides the logits."
     )
-    seed: int = Field(0, ge=0, lt=2**62, description="Equal seeds, equal samples, whatever the batching.")
+    top_k: int = Field(SAMPLING.top_k, ge=0, description="Draw from the k most probable tokens (0: all).")
+    top_p: float = Field(
+        SAMPLING.top_p,
+        allow_inf_nan=False,
+        gt=0.0,
+        le=1.0,
+        description="Then from the smallest set with this mass.",
+    )
+    seed: int = Field(
+        SAMPLING.seed, ge=0, lt=2**62, description="Equal seeds, equal samples, whatever the batching."
+    )
 
 
 class TranslateRequest(BaseModel):
@@ -124,14 +133,17 @@ class TranslateRequest(BaseModel):
         description="A text or a list of texts to translate."
     )
     beam_size: int = Field(
-        DEFAULT.beam_size, ge=1, le=MAX_BEAM, description="Beam size (section 6.1: 4); 1 is greedy."
+        DEFAULT.beam_size,
+        ge=1,
+        le=MAX_BEAM,
+        description=f"Beam size (section 6.1: {DEFAULT.beam_size}); 1 is greedy.",
     )
     alpha: float = Field(
         DEFAULT.alpha,
         allow_inf_nan=False,
         ge=0.0,
         le=10.0,
-        description="Length penalty exponent (section 6.1: 0.6).",
+        description=f"Length penalty exponent (section 6.1: {DEFAULT.alpha}).",
     )
     n_best: int = Field(
         DEFAULT.n_best, ge=1, le=MAX_BEAM, description="Hypotheses per text, best first (<= beam_size)."
@@ -213,14 +225,17 @@ class StreamRequest(BaseModel):
         description="A document: paragraphs at blank lines, split into sentences (Moses' rules)."
     )
     beam_size: int = Field(
-        DEFAULT.beam_size, ge=1, le=MAX_BEAM, description="Beam size (section 6.1: 4); 1 is greedy."
+        DEFAULT.beam_size,
+        ge=1,
+        le=MAX_BEAM,
+        description=f"Beam size (section 6.1: {DEFAULT.beam_size}); 1 is greedy.",
     )
     alpha: float = Field(
         DEFAULT.alpha,
         allow_inf_nan=False,
         ge=0.0,
         le=10.0,
-        description="Length penalty exponent (section 6.1: 0.6).",
+        description=f"Length penalty exponent (section 6.1: {DEFAULT.alpha}).",
     )
     sample: Sample | None = Field(None, description="Draw one sample per sentence instead of searching.")
 
@@ -272,7 +287,8 @@ class Limits(BaseModel):
     timeout: float = Field(description="Seconds a request may take, queueing included.")
     max_body_bytes: int = Field(description="Most bytes in a request body.")
     max_work: int = Field(
-        description="Most texts x beam x longest output (|source| + 50 tokens) in a request."
+        description=f"Most texts x beam x longest output (|source| + {DEFAULT.max_len_b} tokens) "
+        "in a request."
     )
     max_queue: int = Field(description="Most texts waiting for the model; beyond, 503 with Retry-After.")
     attention_texts: int = Field(description="Texts per request with attention.")

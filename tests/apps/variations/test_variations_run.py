@@ -140,3 +140,23 @@ def test_tables_the_run_did_not_write_are_never_replaced(toy_data, tmp_path, cap
     assert "afile: a file is there, not a directory" in err[1] and len(err) == 2
     assert [p.name for p in (tmp_path / "o").iterdir()] == ["table.md"]
     assert (tmp_path / "o" / "table.md").read_text() == "my table\n"
+
+
+def test_quickstart_and_variations_read_one_recipe_file(tmp_path, monkeypatch):
+    """configs/quickstart.yaml is the recipe of quickstart and of the tiny reference row: both read it."""
+    import aiayn.config
+    from aiayn.apps.quickstart import QUICKSTART_STEPS, quickstart_config
+    from aiayn.config import RunConfig
+    from aiayn.configs import QUICKSTART, config_path
+
+    recipe = RunConfig.named(QUICKSTART)
+    assert quickstart_config() == recipe and recipe.train.max_steps == QUICKSTART_STEPS
+    one_checkpoint = dict(keep_last=1, average_last=1)
+    assert reference_config("tiny").train == quickstart_config(steps=None).train.replace(**one_checkpoint)
+    assert reference_config("tiny").model == recipe.model
+    edited = tmp_path / "quickstart.yaml"
+    edited.write_text(config_path(QUICKSTART).read_text().replace("warmup_steps: 300", "warmup_steps: 123"))
+    monkeypatch.setattr(
+        aiayn.config, "config_path", lambda name: edited if name == QUICKSTART else config_path(name)
+    )
+    assert quickstart_config().train.warmup_steps == 123 == reference_config("tiny").train.warmup_steps

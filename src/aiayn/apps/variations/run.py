@@ -30,6 +30,7 @@ import torch
 
 from aiayn.apps.variations.rows import PaperRow, row_config, select_rows, settings
 from aiayn.config import ModelConfig, RunConfig
+from aiayn.configs import QUICKSTART
 from aiayn.data.datadir import DataDir
 from aiayn.errors import AiaynError
 from aiayn.overrides import apply_overrides
@@ -67,10 +68,9 @@ def _say(text: str) -> None:
 def reference_config(preset: str = "tiny", overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
     """The reference row: tiny with the quickstart's CPU recipe, or the paper's base model and
     recipe (section 5); then `key=value` overrides. One checkpoint is kept (no averaging)."""
-    from aiayn.apps.quickstart import quickstart_config
-
     if preset == "tiny":
-        config = quickstart_config(steps=None)
+        config = RunConfig.named(QUICKSTART)
+        config = config.replace(train=config.train.replace(max_steps=None))
     elif preset == "base":
         config = RunConfig(model=ModelConfig.preset("base"))
     else:

@@ -1,0 +1,61 @@
+"""The search flags that `aiayn translate` and `aiayn evaluate` share, and the DecodeConfig they ask
+for. A flag left out keeps the search's own value: DecodeConfig's defaults (section 6.1), or for parse
+data section 6.3's (`aiayn.parse.parser.PARSE_DECODE`), so no default is restated here."""
+
+from __future__ import annotations
+
+import argparse
+
+from aiayn.cli.options import add_device_option, add_renamed_option
+from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
+
+# flag dest -> DecodeConfig field
+SEARCH_FLAGS = {
+    "beam": "beam_size",
+    "alpha": "alpha",
+    "length_penalty_style": "length_penalty_style",
+    "max_len_a": "max_len_a",
+    "max_len_b": "max_len_b",
+    "batch_tokens": "batch_tokens",
+}
+
+
+def add_search_options(p: argparse.ArgumentParser) -> None:
+    """--beam, --alpha, --length-penalty-style, --max-len-a/b, --batch-tokens, --device and --int8."""
+    d = DecodeConfig
+    p.add_argument("--beam", type=int, help=f"beam size (default {d.beam_size}, the paper's; 1 = greedy)")
+    p.add_argument("--alpha", type=float, help=f"length penalty exponent (default {d.alpha}, the paper's)")
+    p.add_argument(
+        "--length-penalty-style",
+        choices=list(LENGTH_PENALTY_STYLES),
+        help=f"{d.length_penalty_style} (default): ((5+|Y|)/6)^alpha (paper); len: |Y|^alpha as HF generate; "
+        "fairseq: |Y|^alpha, stopping once beam-size hypotheses end (fairseq, CTranslate2)",
+    )
+    p.add_argument(
+        "--max-len-a", type=float, help=f"output at most a*|source|+b tokens (default {d.max_len_a:g})"
+    )
+    p.add_argument("--max-len-b", type=int, help=f"see --max-len-a (default {d.max_len_b})")
+    p.add_argument(
+        "--batch-tokens",
+        type=int,
+        help=f"source tokens per decoding batch, padding counted (default {d.batch_tokens})",
+    )
+    add_renamed_option(p, "--max-tokens", "--batch-tokens", type=int)
+    add_device_option(p)
+    p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
+
+
+def decode_config(
+    args: argparse.Namespace, n_best: int | None = None, base: DecodeConfig | None = None
+) -> DecodeConfig:
+    """`base` (default DecodeConfig()) with the search flags given and `n_best`; bad settings fail
+    here, before any model loads. With --sample the beam plays no part: n_best samples are drawn
+    whatever --beam says."""
+    base = base or DecodeConfig()
+    given = {field: getattr(args, dest) for dest, field in SEARCH_FLAGS.items()}
+    given = {field: value for field, value in given.items() if value is not None}
+    if n_best is not None:
+        given["n_best"] = n_best
+    if getattr(args, "sample", False):
+        given["beam_size"] = max(given.get("beam_size", base.beam_size), given.get("n_best", base.n_best))
+    return base.replace(**given)
