@@ -164,9 +164,9 @@ def _add_search_options(p: argparse.ArgumentParser) -> None:
 def _decode_config(args: argparse.Namespace, n_best: int = 1) -> DecodeConfig:
     """The search the flags ask for; bad settings fail here, before any model loads. With --sample
     the beam plays no part: n_best samples are drawn whatever --beam says."""
-    sampling = getattr(args, "sample", False)
     return DecodeConfig(
-        beam_size=max(args.beam, n_best) if sampling else args.beam,
+        beam_size=args.beam,
+        sampling=getattr(args, "sample", False),
         alpha=args.alpha,
         n_best=n_best,
         max_len_a=args.max_len_a,
