@@ -81,6 +81,7 @@ def test_invalid_training_settings_say_which(kwargs, message):
     [
         ({"beam_size": 0}, "beam_size must be at least 1, got 0"),
         ({"n_best": 5}, "n_best=5 must be between 1 and beam_size=4"),
+        ({"n_best": 0, "sampling": True}, "n_best (samples) must be at least 1, got 0"),
         ({"alpha": float("nan")}, "alpha must be a finite number, got nan"),
         ({"max_len_a": float("inf")}, "max_len_a must be a finite number >= 0, got inf"),
         ({"max_len_a": -1.0}, "max_len_a must be a finite number >= 0, got -1.0"),
@@ -91,6 +92,7 @@ def test_invalid_decoding_settings_say_which(kwargs, message):
     with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
         DecodeConfig(**kwargs)
     assert DecodeConfig(alpha=0.0, max_len_a=0.0).max_len_a == 0.0  # no penalty, a fixed output length
+    assert DecodeConfig(beam_size=1, n_best=5, sampling=True).n_best == 5  # samples need no beam
 
 
 def test_dict_and_yaml_round_trip(tmp_path):

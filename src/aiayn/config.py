@@ -323,14 +323,18 @@ class DecodeConfig(Serializable):
     length_penalty_style: str = "gnmt"  # gnmt: ((5+|Y|)/6)^alpha; len (HF), fairseq (CTranslate2): |Y|^alpha
     max_len_a: float = 1.0
     max_len_b: int = 50
-    n_best: int = 1
+    n_best: int = 1  # outputs per text: the best of the beam, or samples
     batch_tokens: int = TrainConfig.max_tokens  # source tokens per decoding batch: a training batch's
+    sampling: bool = False  # draw n_best samples (as SamplingConfig says) instead of searching
 
     def __post_init__(self) -> None:
+        """The one check of the decoding options: the searches below take them as they come."""
         check_choice("length_penalty_style", self.length_penalty_style, LENGTH_PENALTY_STYLES)
         if self.beam_size < 1:
             raise ConfigError(f"beam_size must be at least 1, got {self.beam_size}")
-        if not 1 <= self.n_best <= self.beam_size:
+        if self.sampling and self.n_best < 1:
+            raise ConfigError(f"n_best (samples) must be at least 1, got {self.n_best}")
+        if not self.sampling and not 1 <= self.n_best <= self.beam_size:
             raise ConfigError(f"n_best={self.n_best} must be between 1 and beam_size={self.beam_size}")
         if not math.isfinite(self.alpha):
             raise ConfigError(f"alpha must be a finite number, got {self.alpha}")

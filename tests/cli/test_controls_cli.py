@@ -65,6 +65,7 @@ def test_sampling_draws_nbest_whatever_the_beam(toy_model_dir, tmp_path):
     rows = translate(args, tmp_path, ["el perro come", "sol"])
     assert [row.split("\t")[:2] for row in rows] == [[str(i), str(r)] for i in (1, 2) for r in range(1, 9)]
     assert translate([*args, "--beam", "16"], tmp_path, ["el perro come", "sol"]) == rows
+    assert translate([*args, "--beam", "1"], tmp_path, ["el perro come", "sol"]) == rows
 
 
 def test_an_ensemble_on_the_command_line(toy_model_dir, tmp_path):

@@ -72,6 +72,8 @@ def test_sampling_is_reproducible_and_independent_of_batching(translator):
     assert all(len(ts) == 3 for ts in a)
     c = translator.translate(texts, sample=s.replace(seed=5), n_best=3, beam_size=3)
     assert [[t.text for t in ts] for ts in c] != [[t.text for t in ts] for ts in a]
+    d = translator.translate(texts, sample=s, n_best=3, beam_size=1)  # samples need no beam
+    assert [[t.text for t in ts] for ts in d] == [[t.text for t in ts] for ts in a]
 
 
 def test_an_ensemble_of_a_model_with_itself_is_the_model(translator, toy_model_dir):

@@ -10,7 +10,8 @@ import torch
 from scripted import BANNED, BOS, EOS, ScriptedStepper, exhaustive
 from torch import Tensor
 
-from aiayn.decode.search import SearchStopped, _settled, beam_search, greedy_search, length_penalty
+from aiayn.decode.beam import _settled
+from aiayn.decode.search import SearchStopped, beam_search, greedy_search, length_penalty
 
 
 @pytest.mark.parametrize("style", ["gnmt", "len", "fairseq"])

@@ -136,6 +136,12 @@ def test_wrong_types_are_422(client, body):
     assert isinstance(response.json()["detail"], list) and response.json()["detail"]
 
 
+def test_search_options_are_checked_by_decode_config(client):
+    response = _post(client, {"text": "x", "beam_size": 2, "n_best": 3})
+    assert response.status_code == 422
+    assert "n_best=3 must be between 1 and beam_size=2" in response.json()["detail"][0]["msg"]
+
+
 @pytest.mark.parametrize("raw", [b"{not json", b"", b"[1, 2", '{"text": "\xe9"}'.encode("latin-1")])
 def test_malformed_json_is_422(client, raw):
     response = client.post("/v1/translate", content=raw, headers={"content-type": "application/json"})

@@ -57,5 +57,5 @@ def decode_config(
     if n_best is not None:
         given["n_best"] = n_best
     if getattr(args, "sample", False):
-        given["beam_size"] = max(given.get("beam_size", base.beam_size), given.get("n_best", base.n_best))
+        given["sampling"] = True  # n_best samples need no beam (DecodeConfig checks them so)
     return base.replace(**given)

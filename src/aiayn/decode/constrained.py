@@ -22,6 +22,10 @@ merely where it is allowed: letting every hypothesis that met its phrases end at
 the pool with outputs cut short just after their last phrase (an EOS the model thought unlikely
 but whose log P, summed over fewer tokens, outscores the full translation's).
 A sentence without constraints has one bank, and its search is exactly `beam_search`.
+
+Dynamic beam allocation is a policy of the one beam loop (aiayn.decode.beam), as fairseq's
+`LexicallyConstrainedBeamSearch` is a strategy of its one generator: `ConstrainedBeams` is the
+plain `Beams` with its own way of dealing a step's k places (`advance`) and of ranking the pools.
 """
 
 from __future__ import annotations
@@ -29,21 +33,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from aiayn.config import DecodeConfig
-from aiayn.decode.search import (
-    STYLES,
-    Hypothesis,
-    Prefixes,
-    StopHook,
-    _Beams,
-    _check_stop,
-    _mask_step,
-    length_penalty,
-)
+from aiayn.decode.beam import Beams, run_beams
+from aiayn.decode.common import Hypothesis, SearchRules, Stepper
 
 
 @dataclass(frozen=True)
@@ -99,12 +95,27 @@ def _deal(
     return sorted(chosen, key=lambda c: -c[0])  # places sorted by score, as beam_search keeps them
 
 
-class _ConstrainedBeams(_Beams):
-    """`_Beams` whose live hypotheses are chosen by dynamic beam allocation."""
+class ConstrainedBeams(Beams):
+    """`Beams` whose live hypotheses are chosen by dynamic beam allocation."""
 
     phrases: list[list[list[int]]]  # per live sentence
     progress: list[list[Progress]]  # per live sentence, per beam
     fin_met: Tensor  # (n, k) bool: the finished hypothesis met every phrase (pools rank these first)
+
+    @classmethod
+    def with_phrases(
+        cls,
+        max_lens: Tensor,
+        k: int,
+        device: torch.device | str,
+        constraints: Sequence[Sequence[Sequence[int]]],
+    ) -> ConstrainedBeams:
+        """The beams of n sentences (max_lens (n,) on the CPU) and their phrases, none met yet."""
+        beams = cls.start(max_lens, k, device)
+        beams.fin_met = torch.zeros(max_lens.numel(), k, dtype=torch.bool, device=device)
+        beams.phrases = [[list(p) for p in phrases] for phrases in constraints]
+        beams.progress = [[Progress((False,) * len(phrases))] * k for phrases in constraints]
+        return beams
 
     def keep(self, index: Tensor) -> None:
         super().keep(index)
@@ -116,7 +127,7 @@ class _ConstrainedBeams(_Beams):
     def finish(
         self, seqs: Tensor, log_probs: Tensor, finishing: Tensor, step: int, lp: float, met: Tensor
     ) -> None:
-        """`_Beams.finish`, the pools ordered by (met every phrase, log P / lp). met (n, c) bool."""
+        """`Beams.finish`, the pools ordered by (met every phrase, log P / lp). met (n, c) bool."""
         k, total = self.fin_scores.size(1), seqs.size(2)
         cand = (log_probs / lp).masked_fill(~finishing, -math.inf)
         scores, met = torch.cat([self.fin_scores, cand], dim=1), torch.cat([self.fin_met, met], dim=1)
@@ -182,7 +193,7 @@ class _ConstrainedBeams(_Beams):
         return ending, _deal(live, k)
 
     def advance(self, logp: Tensor, step: int, eos_id: int, lp: float) -> tuple[Tensor, Tensor]:
-        """As `_Beams.advance`, with the places dealt by dynamic beam allocation."""
+        """As `Beams.advance`, with the places dealt by dynamic beam allocation."""
         n, k, vocab = logp.shape
         self.block_eos(logp, step, eos_id)
         cand = self.live_scores[:, :, None] + logp  # (n, k, vocab)
@@ -212,62 +223,20 @@ class _ConstrainedBeams(_Beams):
 
 
 def constrained_beam_search(
-    stepper,
+    stepper: Stepper,
     max_lens: Tensor,
     constraints: Sequence[Sequence[Sequence[int]]],
     *,
     beam_size: int,
-    start_id: int,
-    eos_id: int,
-    banned: Sequence[int] = (),
-    alpha: float = DecodeConfig.alpha,
-    style: str = "gnmt",
     n_best: int = 1,
-    prefixes: Prefixes | None = None,
-    device: torch.device | str = "cpu",
-    should_stop: StopHook | None = None,
+    **rules: Any,
 ) -> list[list[Hypothesis]]:
     """`beam_search` in which sentence i's output must contain every phrase of constraints[i]
     (lists of token ids). The length cap of a sentence is raised to hold its phrases. `prefixes`
-    serve the batch's sentences without constraints (a sentence has one or the other)."""
-    if style not in STYLES:
-        raise ValueError(f"length_penalty_style={style!r} is not one of {STYLES}")
-    if not 1 <= n_best <= beam_size:
-        raise ValueError(f"n_best={n_best} must be between 1 and beam_size={beam_size}")
-    n, k = max_lens.numel(), beam_size
-    results: list[list[Hypothesis]] = [[] for _ in range(n)]
-    if n == 0:
-        return results
+    (among `rules`, the fields of `SearchRules`) serve the batch's sentences without constraints
+    (a sentence has one or the other)."""
+    search = SearchRules(**rules)
     needed = torch.tensor([sum(len(p) for p in phrases) for phrases in constraints], dtype=torch.long)
-    max_lens = torch.maximum(max_lens, needed)
-    if prefixes is not None:
-        max_lens = prefixes.room(max_lens)
-    banned_t = torch.tensor(sorted(banned), dtype=torch.long, device=device)
-    beams = _ConstrainedBeams.start(max_lens, k, device)
-    beams.fin_met = torch.zeros(n, k, dtype=torch.bool, device=device)
-    beams.phrases = [[list(p) for p in phrases] for phrases in constraints]
-    beams.progress = [[Progress((False,) * len(phrases))] * k for phrases in constraints]
-    tokens = torch.full((n * k,), start_id, dtype=torch.long, device=device)
-    for step in range(1, int(max_lens.max()) + 2):
-        _check_stop(should_stop, step)
-        logp = stepper.step(tokens)  # (n * k, vocab)
-        logp = _mask_step(logp.view(-1, k, logp.size(-1)), step, beams.max_lens, eos_id, banned_t)
-        if prefixes is not None:
-            logp = prefixes.force(logp, step, beams.ids)
-        beam, last = beams.advance(logp, step, eos_id, length_penalty(float(step), alpha, style))  # (n, k)
-        done = beams.done(step, n_best, alpha, style)
-        rows = beam + torch.arange(0, beam.numel(), k, device=beam.device)[:, None]  # flat row index
-        if not bool(done.any()):
-            stepper.reorder(rows.view(-1))
-            tokens = last.view(-1)
-            continue
-        for i in done.nonzero()[:, 0].tolist():
-            results[int(beams.ids[i])] = beams.results(i, n_best)
-        keep = (~done).nonzero()[:, 0]
-        if keep.numel() == 0:
-            break
-        beams.keep(keep)
-        keep = keep.to(rows.device)
-        stepper.select(rows[keep].view(-1))
-        tokens = last[keep].view(-1)
-    return results
+    max_lens = search.room(torch.maximum(max_lens, needed))
+    beams = ConstrainedBeams.with_phrases(max_lens, beam_size, search.device, constraints)
+    return run_beams(stepper, beams, n_best, search)

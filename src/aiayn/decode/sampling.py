@@ -11,27 +11,22 @@ and which sample it is: never on how texts were batched, sorted or merged with o
 
 Each output is reported with its log P under the model itself (no temperature, no filtering),
 summed over its tokens and EOS, and the score log P / lp of beam search; a text's samples come
-back best first.
+back best first. Sampling is the row loop of greedy search (aiayn.decode.rows) with a `Sampler`
+choosing the tokens.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from aiayn.config import DecodeConfig, SamplingConfig
-from aiayn.decode.search import (
-    Hypothesis,
-    Prefixes,
-    Stepper,
-    StopHook,
-    _check_stop,
-    _mask_step,
-    length_penalty,
-)
+from aiayn.config import SamplingConfig
+from aiayn.decode.common import Hypothesis, SearchRules, Stepper
+from aiayn.decode.rows import run_rows
 
 _MASK = (1 << 62) - 1  # hash values stay non-negative, so shifts are logical
 
@@ -74,62 +69,28 @@ def filter_log_probs(logp: Tensor, sampling: SamplingConfig) -> Tensor:
     return x.log_softmax(dim=-1)
 
 
+@dataclass
+class Sampler:
+    """Sampling's `Chooser` (aiayn.decode.rows): each row's token drawn from `sampling`'s filtered
+    distribution with the Gumbel noise of the row's key. keys (rows,): `row_keys`, one per row."""
+
+    keys: Tensor
+    sampling: SamplingConfig
+
+    def __call__(self, logp: Tensor, step: int, rows: Tensor) -> tuple[Tensor, Tensor]:
+        q = filter_log_probs(logp, self.sampling).double()  # (rows, vocab)
+        noise = gumbel_noise(self.keys[rows], step, logp.size(-1)).to(q.device)  # (rows, vocab)
+        tokens = (q + noise).argmax(dim=-1)  # (rows,)
+        return tokens, logp.gather(1, tokens[:, None])[:, 0]
+
+
 def sample_search(
-    stepper: Stepper,
-    max_lens: Tensor,
-    keys: Tensor,
-    *,
-    samples: int,
-    sampling: SamplingConfig,
-    start_id: int,
-    eos_id: int,
-    banned: Sequence[int] = (),
-    alpha: float = DecodeConfig.alpha,
-    style: str = "gnmt",
-    prefixes: Prefixes | None = None,
-    device: torch.device | str = "cpu",
-    should_stop: StopHook | None = None,
+    stepper: Stepper, max_lens: Tensor, keys: Tensor, *, samples: int, sampling: SamplingConfig, **rules: Any
 ) -> list[list[Hypothesis]]:
     """`samples` outputs for each of n texts; the stepper holds n * samples rows (text-major).
 
-    max_lens (n,) on the CPU; keys (n * samples,) from `row_keys`. Returns per text its samples,
-    best score first.
+    max_lens (n,) on the CPU; keys (n * samples,) from `row_keys`; `rules`: the fields of
+    `SearchRules` (start_id, eos_id, banned, alpha, style, prefixes, device, should_stop).
+    Returns per text its samples, best score first.
     """
-    if prefixes is not None:
-        max_lens = prefixes.room(max_lens)
-    n = max_lens.numel()
-    rows_max = max_lens.repeat_interleave(samples)  # (rows,)
-    total = int(max_lens.max()) + 1 if n else 0
-    banned_t = torch.tensor(sorted(banned), dtype=torch.long, device=device)
-    row_ids = torch.arange(n * samples)  # original row of each live row
-    seqs = torch.zeros(n * samples, total, dtype=torch.long, device=device)
-    log_probs = torch.zeros(n * samples, device=device)
-    tokens = torch.full((n * samples,), start_id, dtype=torch.long, device=device)
-    results: list[list[Hypothesis]] = [[] for _ in range(n)]
-    for step in range(1, total + 1):
-        _check_stop(should_stop, step)
-        logp = _mask_step(stepper.step(tokens)[:, None], step, rows_max, eos_id, banned_t)
-        if prefixes is not None:
-            logp = prefixes.force(logp, step, row_ids // samples)
-        logp = logp[:, 0]  # (rows, vocab)
-        q = filter_log_probs(logp, sampling).double()
-        tokens = (q + gumbel_noise(keys, step, logp.size(-1)).to(q.device)).argmax(dim=-1)  # (rows,)
-        seqs[:, step - 1] = tokens
-        log_probs += logp.gather(1, tokens[:, None])[:, 0]
-        ended = tokens.eq(eos_id).cpu()
-        if not bool(ended.any()):
-            continue
-        lp = length_penalty(float(step), alpha, style)
-        for r in ended.nonzero()[:, 0].tolist():
-            logp_r = log_probs[r].item()
-            results[int(row_ids[r]) // samples].append(
-                Hypothesis(seqs[r, : step - 1].tolist(), logp_r / lp, logp_r)
-            )
-        keep = (~ended).nonzero()[:, 0]
-        if keep.numel() == 0:
-            break
-        row_ids, rows_max, keys = row_ids[keep], rows_max[keep], keys[keep]
-        keep = keep.to(device)
-        seqs, log_probs, tokens = seqs[keep], log_probs[keep], tokens[keep]
-        stepper.select(keep)
-    return [sorted(hyps, key=lambda h: -h.score) for hyps in results]
+    return run_rows(stepper, max_lens, Sampler(keys, sampling), samples, SearchRules(**rules))

@@ -122,9 +122,9 @@ def decode_batch(
 
     `model` is one model or an ensemble (models sharing a vocabulary). Greedy search when beam_size
     is 1 (the same result as beam search with one beam, faster), beam search otherwise; sampling
-    (n_best samples) or dynamically allocated beams (constraints) when `controls` ask for them;
-    `controls.mask` masks every step's log-probabilities, under any of these searches.
-    Returns up to n_best hypotheses per sentence, best first.
+    (n_best samples) when `options.sampling` or `controls.sample` ask for it, dynamically allocated
+    beams when `controls` hold constraints; `controls.mask` masks every step's log-probabilities,
+    under any of these searches. Returns up to n_best hypotheses per sentence, best first.
     """
     models = [model] if isinstance(model, Transformer) else list(model)
     config, controls = models[0].config, controls or Controls()
@@ -134,38 +134,32 @@ def decode_batch(
     max_lens = torch.maximum(
         max_lengths(src_lens, config, options.max_len_a, options.max_len_b), controls.needed(src.size(0))
     )
-    rows = options.n_best if controls.sample is not None else options.beam_size
+    sample = controls.sample or (SamplingConfig() if options.sampling else None)
+    rows = options.n_best if sample is not None else options.beam_size
     steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1) for m in models]
     stepper = steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)
     if controls.mask is not None:
         stepper = controls.mask.wrap(stepper, max_lens, rows, src.device)
-    common = dict(
+    prefixes = (
+        None if controls.prefixes is None else Prefixes(controls.prefixes, config.eos_id, config.banned_ids)
+    )
+    rules = dict(
         start_id=config.start_id,
         eos_id=config.eos_id,
         banned=config.banned_ids,
         alpha=options.alpha,
         style=options.length_penalty_style,
+        prefixes=prefixes,
         device=src.device,
         should_stop=controls.should_stop,
     )
-    prefixes = (
-        None if controls.prefixes is None else Prefixes(controls.prefixes, config.eos_id, common["banned"])
-    )
-    if controls.sample is not None:
-        keys = row_keys(controls.sample.seed, torch.tensor(controls.keys or range(src.size(0))), rows)
-        return sample_search(
-            stepper, max_lens, keys, samples=rows, sampling=controls.sample, prefixes=prefixes, **common
-        )
+    if sample is not None:
+        keys = row_keys(sample.seed, torch.tensor(controls.keys or range(src.size(0))), rows)
+        return sample_search(stepper, max_lens, keys, samples=rows, sampling=sample, **rules)
     if controls.constraints is not None and any(controls.constraints):
         return constrained_beam_search(
-            stepper,
-            max_lens,
-            controls.constraints,
-            beam_size=rows,
-            n_best=options.n_best,
-            prefixes=prefixes,
-            **common,
+            stepper, max_lens, controls.constraints, beam_size=rows, n_best=options.n_best, **rules
         )
     if rows == 1:
-        return greedy_search(stepper, max_lens, prefixes=prefixes, **common)
-    return beam_search(stepper, max_lens, beam_size=rows, n_best=options.n_best, prefixes=prefixes, **common)
+        return greedy_search(stepper, max_lens, **rules)
+    return beam_search(stepper, max_lens, beam_size=rows, n_best=options.n_best, **rules)

@@ -264,7 +264,8 @@ class Translator:
         text, what seeds its samples (default: its index; a server batching texts of several
         requests passes each text's index in its own request, so samples do not depend on batching).
         """
-        options = (options or DecodeConfig()).replace(**search)
+        options = options or DecodeConfig()  # sampling needs no beam: n_best may exceed beam_size
+        options = options.replace(**{"sampling": options.sampling or sample is not None, **search})
         if isinstance(texts, str):
             raise AiaynError("translate() takes a list of texts, not one string")
         units = self.sources(texts, on_split)

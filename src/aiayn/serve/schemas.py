@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from aiayn.checks import ConfigError
 from aiayn.config import DecodeConfig, SamplingConfig
 
 DEFAULT = DecodeConfig()  # the paper's search (section 6.1), which a request changes field by field
@@ -170,8 +171,10 @@ class TranslateRequest(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> TranslateRequest:
-        if self.n_best > self.beam_size:
-            raise ValueError(f"n_best={self.n_best} is larger than beam_size={self.beam_size}")
+        try:
+            self.search  # noqa: B018 (DecodeConfig checks the options together, e.g. n_best <= beam_size)
+        except ConfigError as err:
+            raise ValueError(str(err)) from None
         if isinstance(self.text, list) and not self.text:
             raise ValueError("text is an empty list")
         for name, single in (("prefix", "a string"), ("constraints", "a list of strings")):

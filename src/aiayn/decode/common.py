@@ -1,0 +1,145 @@
+"""What every search strategy shares (section 6.1): the `Stepper` it drives, the `Hypothesis` it
+returns and its ranking score (the length penalty), and the `SearchRules` every step obeys whatever
+chooses the tokens: never a banned id (pad, bos), EOS forced at a sentence's length cap, a
+sentence's prefix forced first, and a stop hook asked before every step.
+
+The strategies plug into two loops: the beam loop (aiayn.decode.beam: beam search, and the
+constrained beams of aiayn.decode.constrained as its policy) and the row loop (aiayn.decode.rows:
+greedy search, and sampling's token chooser of aiayn.decode.sampling).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
+
+STYLES = LENGTH_PENALTY_STYLES
+StopHook = Callable[[], bool]  # asked before every step; True: stop (raise SearchStopped)
+
+
+class SearchStopped(Exception):
+    """The caller's `should_stop()` answered True at a step boundary: the search gave up its work."""
+
+
+class Stepper(Protocol):
+    """What a search needs of a model: one decoding step and control of the cached rows."""
+
+    def step(self, tokens: Tensor) -> Tensor:
+        """tokens (rows,) -> next-token log-probabilities (rows, vocab), float32."""
+
+    def reorder(self, index: Tensor) -> None:
+        """Row r continues the prefix of row index[r] (rows stay within their sentence)."""
+
+    def select(self, index: Tensor) -> None:
+        """Keep only rows `index` (rows',) in that order (drops finished sentences)."""
+
+
+@dataclass
+class Hypothesis:
+    """One output: tokens without EOS, its ranking score (log P / lp) and its log P."""
+
+    tokens: list[int]
+    score: float
+    log_prob: float
+
+
+def length_penalty(
+    length: float | Tensor, alpha: float, style: str = DecodeConfig.length_penalty_style
+) -> float | Tensor:
+    """lp(Y): GNMT's ((5 + |Y|) / 6)^alpha, or |Y|^alpha for styles "len" and "fairseq"."""
+    if style == "gnmt":
+        return ((5.0 + length) / 6.0) ** alpha
+    if style in ("len", "fairseq"):
+        return length**alpha
+    raise ValueError(f"length_penalty_style={style!r} is not one of {STYLES}")
+
+
+class Prefixes:
+    """Target prefixes: the first tokens of sentence i's output are forced to `prefixes[i]`
+    (interactive translation, post-editing; fairseq's `prefix_tokens`, CTranslate2's
+    `target_prefix`). Every hypothesis continues the prefix, however improbable the model finds
+    it; its log P counts the prefix's tokens, as the model scores them."""
+
+    def __init__(self, prefixes: Sequence[Sequence[int]], eos_id: int, banned: Sequence[int]):
+        bad = set(banned) | {eos_id}
+        for i, p in enumerate(prefixes):
+            if bad & set(p):
+                raise ValueError(
+                    f"prefix {i + 1} holds a token a hypothesis may not contain: {sorted(bad & set(p))}"
+                )
+        self.lens = torch.tensor([len(p) for p in prefixes], dtype=torch.long)  # (n,) CPU
+        self.length = int(self.lens.max()) if len(prefixes) else 0
+        self.tokens = torch.full((len(prefixes), max(self.length, 1)), -1, dtype=torch.long)  # (n, P)
+        for i, p in enumerate(prefixes):
+            self.tokens[i, : len(p)] = torch.tensor(list(p), dtype=torch.long)
+
+    def room(self, max_lens: Tensor) -> Tensor:
+        """max_lens (n,) raised where a prefix is longer: the output holds at least the prefix."""
+        return torch.maximum(max_lens, self.lens)
+
+    def force(self, logp: Tensor, step: int, ids: Tensor) -> Tensor:
+        """logp (n', rows_per, vocab) of the live sentences `ids` (n',) (CPU): at `step` (from 1),
+        a sentence whose prefix is that long may only take its prefix token."""
+        if step > self.length:
+            return logp
+        token = self.tokens[ids, step - 1]  # (n',), -1 where the prefix has ended
+        rows = (token >= 0).nonzero()[:, 0]
+        if rows.numel() == 0:
+            return logp
+        rows, token = rows.to(logp.device), token[token >= 0].to(logp.device)
+        kept = logp[rows, :, token]  # (m, rows_per)
+        logp[rows] = -math.inf
+        logp[rows, :, token] = kept
+        return logp
+
+
+@dataclass
+class SearchRules:
+    """What every step of a search obeys, whichever strategy chooses its tokens: the special ids,
+    the ranking score's length penalty, the prefixes, where the search runs, and the stop hook.
+    Settings come checked (aiayn.config.DecodeConfig); nothing here checks them again."""
+
+    start_id: int
+    eos_id: int
+    banned: Sequence[int] = ()
+    alpha: float = DecodeConfig.alpha
+    style: str = DecodeConfig.length_penalty_style
+    prefixes: Prefixes | None = None
+    device: torch.device | str = "cpu"
+    should_stop: StopHook | None = None
+    banned_ids: Tensor = field(init=False)  # (b,) `banned` on the device
+
+    def __post_init__(self) -> None:
+        self.banned_ids = torch.tensor(sorted(self.banned), dtype=torch.long, device=self.device)
+
+    def room(self, max_lens: Tensor) -> Tensor:
+        """max_lens (n,) on the CPU, raised to hold each sentence's prefix."""
+        return max_lens if self.prefixes is None else self.prefixes.room(max_lens)
+
+    def lp(self, length: float | Tensor) -> float | Tensor:
+        """The length penalty lp(length) of these rules."""
+        return length_penalty(length, self.alpha, self.style)
+
+    def check_stop(self, step: int) -> None:
+        """SearchStopped when the stop hook says so (asked before every step)."""
+        if self.should_stop is not None and self.should_stop():
+            raise SearchStopped(f"stopped before step {step}")
+
+    def mask(self, logp: Tensor, step: int, max_lens: Tensor, ids: Tensor) -> Tensor:
+        """logp (n, rows_per, vocab) of the live sentences `ids` (n,) (CPU), masked in place: never
+        a banned id; EOS alone where step > max_lens (n,) (CPU); the prefix's token while in it."""
+        logp[..., self.banned_ids] = -math.inf
+        force = step > max_lens  # (n,) on the CPU: no device sync
+        if bool(force.any()):
+            eos_lp = logp[..., self.eos_id].clone()
+            rows = force.nonzero()[:, 0].to(logp.device)
+            logp[rows] = -math.inf
+            logp[rows, :, self.eos_id] = eos_lp[rows]
+        return logp if self.prefixes is None else self.prefixes.force(logp, step, ids)
