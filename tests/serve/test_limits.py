@@ -20,11 +20,6 @@ from aiayn.serve.schemas import MAX_TEXT_CHARS, MAX_TEXTS, TranslateRequest
 WORDS = ["el", "gato", "come", "la", "casa", "grande", "un", "perro", "verde", "bebe", "agua", "sol"]
 
 
-@pytest.fixture(scope="module")
-def translator(toy_model_dir) -> Translator:
-    return Translator.load(toy_model_dir, device="cpu")
-
-
 def _post(client, body):
     return client.post("/v1/translate", json=body)
 
