@@ -375,8 +375,9 @@ def _add_translate_routes(
     @app.post("/v1/translate/stream", responses=errors, response_class=StreamingResponse)
     async def translate_stream(body: StreamRequest) -> StreamingResponse:
         """Translate a document sentence by sentence; each sentence is a server-sent event when done."""
-        doc = split_checked(body, translator.info.get("src_lang") or "en", settings)
-        costs = sentence_costs(translator, doc, body, settings)
+        language = translator.info.get("src_lang") or "en"
+        doc = await run_in_threadpool(split_checked, body, language, settings)
+        costs = await run_in_threadpool(sentence_costs, translator, doc, body, settings)
         options = Options(body.search, sample=body.sample)
         items = [Item(sentence, key=key) for key, sentence in enumerate(doc.sentences)]
 

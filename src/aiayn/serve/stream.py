@@ -11,7 +11,10 @@ soon as it and the sentences before it are done, in document order:
 then `event: done` with the whole translated document (`{"text": ..., "sentences": n}`), or
 `event: error` with `{"detail": ..., "index": i}` if a sentence fails (nothing follows it). The
 limits of /v1/translate hold before the first event (413 as JSON): at most --max-batch sentences
-of at most --max-chars characters, and the work budget over all of them. A client that
+of at most --max-chars characters, and the work budget over all of them; what no split can bring
+within them (a word over --max-chars, more characters than --max-batch sentences hold, more
+paragraphs than --max-batch) is refused before splitting, and splitting (linear in the text:
+aiayn.decode.document) runs in a worker thread, never on the event loop. A client that
 disconnects stops the work of the sentences not yet done.
 """
 
@@ -22,7 +25,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
-from aiayn.decode.document import Document, join_document, split_document
+from aiayn.decode.document import Document, join_document, paragraph_count, split_document
 from aiayn.errors import AiaynError
 from aiayn.serve.limits import ClientError, ServeSettings, text_costs
 from aiayn.serve.schemas import StreamRequest, too_long
@@ -35,8 +38,34 @@ def event(name: str, data: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
+def check_before_splitting(text: str, settings: ServeSettings) -> None:
+    """ClientError 413 for a document that no split brings within the limits, found in one pass:
+    a word over max_chars (a sentence holds whole words), more characters besides spaces than
+    max_batch sentences of max_chars hold, more paragraphs with words than max_batch sentences."""
+    words = text.split()
+    longest = max(map(len, words), default=0)
+    if longest > settings.max_chars:
+        raise ClientError(413, too_long("a word of the document", longest, settings.max_chars))
+    chars, most = sum(map(len, words)), settings.max_batch * settings.max_chars
+    if chars > most:
+        raise ClientError(
+            413,
+            f"the document has {chars} characters besides spaces; the limit is {most} "
+            f"({settings.max_batch} sentences of {settings.max_chars})",
+        )
+    paragraphs = paragraph_count(text)
+    if paragraphs > settings.max_batch:
+        raise ClientError(
+            413,
+            f"the document has {paragraphs} paragraphs, so as many sentences at least; "
+            f"the limit is {settings.max_batch}",
+        )
+
+
 def split_checked(body: StreamRequest, language: str, settings: ServeSettings) -> Document:
-    """The document's sentences, within the request limits (else ClientError 413)."""
+    """The document's sentences, within the request limits (else ClientError 413): the limits
+    that need no split are checked first. Work linear in the text, for a worker thread."""
+    check_before_splitting(body.text, settings)
     doc = split_document(body.text, language)
     if len(doc.sentences) > settings.max_batch:
         raise ClientError(
