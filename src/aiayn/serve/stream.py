@@ -27,6 +27,7 @@ from typing import Any
 
 from aiayn.decode.document import Document, join_document, paragraph_count, split_document
 from aiayn.errors import AiaynError
+from aiayn.serve.batch import items_of
 from aiayn.serve.limits import ClientError, ServeSettings, text_costs
 from aiayn.serve.schemas import StreamRequest, too_long
 
@@ -119,6 +120,14 @@ async def sentence_events(
             task.cancel()
 
 
-def sentence_costs(translator: Any, doc: Document, body: StreamRequest, settings: ServeSettings) -> list[int]:
-    """Each sentence's work (aiayn.serve.limits.text_costs), the budget checked over all of them."""
-    return text_costs(translator.encode(doc.sentences), translator.config, body.beam_size, False, settings)
+def document_items(
+    translator: Any, body: StreamRequest, settings: ServeSettings
+) -> tuple[Document, list[Any], list[int]]:
+    """The document split (split_checked), its sentences as batch items (aiayn.serve.batch),
+    each tokenized once, and each one's work, the budget checked over all of them. For a worker
+    thread: the work is linear in the document, but not small."""
+    doc = split_checked(body, translator.info.get("src_lang") or "en", settings)
+    encoded = translator.encode_inputs(doc.sentences)
+    sources = encoded.sources(translator.config.eos_id)
+    costs = text_costs(sources, translator.config, body.beam_size, False, settings)
+    return doc, items_of(doc.sentences, encoded), costs
