@@ -31,6 +31,7 @@ from starlette.concurrency import run_in_threadpool
 
 from aiayn.serve.batch import Item, Options, TranslatorLike, run_batch, text_items
 from aiayn.serve.batcher import MicroBatcher, QueueFull, Unavailable
+from aiayn.serve.connections import quiet_accept_errors
 from aiayn.serve.handlers import add_error_handlers
 from aiayn.serve.limits import BodyLimit, ClientError, ServeSettings
 from aiayn.serve.schemas import (
@@ -149,6 +150,7 @@ def create_app(translator: TranslatorLike, settings: ServeSettings | None = None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        quiet_accept_errors(asyncio.get_running_loop())  # a flood of them is logged once a minute
         await batcher.start()
         yield
         await batcher.stop()
