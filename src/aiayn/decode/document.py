@@ -13,10 +13,11 @@ longer than one sentence is translated sentence by sentence and nothing is dropp
 
 Splitting needs the source language; languages without a prefix list use English's. The splitter's
 rules decide each sentence end from the end of one word and the start of the next, but its regular
-expressions take time quadratic in a word's length (10,000 characters of "a.a.a..." took 8 s): a
-word over 2 x WORD_ENDS + 1 characters is shown to it as its first and last WORD_ENDS characters
-(longer than any non-breaking prefix), so its work is linear in the text; sentences keep the words
-as they were.
+expressions take time quadratic in a word's length (10,000 characters of "a.a.a..." took 8 s) and
+its loop in a paragraph's: it is given WINDOW words at a time (with CONTEXT words either side),
+and a word over 2 x WORD_ENDS + 1 characters as its first and last WORD_ENDS characters (longer
+than any non-breaking prefix), so its work is linear in the text; sentences keep the words as
+they were.
 """
 
 from __future__ import annotations
