@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from aiayn.decode import document
 from aiayn.serve import ServeSettings, stream
 
 
@@ -40,12 +41,12 @@ def test_the_document_is_split_off_the_event_loop(client, monkeypatch):
     """A split that takes long holds up nobody: /v1/health answers while it runs."""
     split, entered, gate, released = stream.split_document, threading.Event(), threading.Event(), []
 
-    def slow_split(text: str, language: str):
+    def slow_split(text: str, language: str, check):
         with pytest.raises(RuntimeError):  # no event loop runs in this thread
             asyncio.get_running_loop()
         entered.set()
         released.append(gate.wait(timeout=5))  # False if health had to wait for it
-        return split(text, language)
+        return split(text, language, check)
 
     monkeypatch.setattr(stream, "split_document", slow_split)
     with ThreadPoolExecutor(1) as pool:
@@ -56,3 +57,26 @@ def test_the_document_is_split_off_the_event_loop(client, monkeypatch):
         response = pending.result(timeout=60)
     assert released == [True]
     assert response.status_code == 200 and response.text.count("event: sentence") == 2
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (". " * 7_000, "sentence 1 has at least 2047 characters; the limit is 2000"),
+        ("Sol. " * 3_000, "the document has over 8 sentences; the limit is 8"),
+    ],
+)
+def test_the_split_stops_as_soon_as_a_limit_is_past(client, monkeypatch, text, message):
+    """A document within the limits that need no split is split only until one is past: a few
+    windows of the splitter, not the whole document."""
+    split, calls = document._splitter("es"), []
+
+    class Counted:
+        def split(self, text: str) -> list[str]:
+            calls.append(text)
+            return split.split(text)
+
+    monkeypatch.setattr(document, "_splitter", lambda language: Counted())
+    response = client.post("/v1/translate/stream", json={"text": text})
+    assert response.status_code == 413 and response.json() == {"detail": message}
+    assert len(calls) <= 5

@@ -26,6 +26,7 @@ import functools
 import itertools
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sentence_splitter import SentenceSplitter, SentenceSplitterWarning
@@ -34,6 +35,8 @@ _BLANK = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*")  # one or more blank lines
 WORD_ENDS = 32  # characters of an over-long word the splitter sees at each end
 WINDOW, CONTEXT = 256, 8  # words the splitter is given at a time, and seen around them
 _CUT = "#"  # in none of the splitter's character classes: keeps a long word's two ends apart
+# check(sentences ended so far, characters of the one still open): may raise to stop the split early
+Check = Callable[[int, int], None]
 
 
 @dataclass
@@ -74,18 +77,25 @@ def _ends(words: list[str], language: str) -> list[int]:
     return list(itertools.accumulate(counts))[:-1]
 
 
-def split_sentences(text: str, language: str = "en") -> list[str]:
+def split_sentences(
+    text: str, language: str = "en", check: Check | None = None, before: int = 0
+) -> list[str]:
     """One paragraph (line breaks are spaces) -> its sentences, without empty ones.
 
     The splitter puts sentence ends only between words, deciding each from the words around it, so
     a long paragraph is split WINDOW words at a time, each window seen with CONTEXT words on either
     side (its work grows with the square of what it is given); sentences are the words as they were.
+    `check` hears after each window but the last how many sentences have ended (`before` this
+    paragraph's included) and how long the open one is.
     """
     words, starts = text.split(), []
     for first in range(0, len(words), WINDOW):
         low = max(first - CONTEXT, 0)
         seen = _ends(words[low : first + WINDOW + CONTEXT], language or "en")
         starts += [low + i for i in seen if first <= low + i < first + WINDOW]
+        if check is not None and first + WINDOW < len(words):
+            open_words = words[(starts[-1] if starts else 0) : first + WINDOW]
+            check(before + len(starts), sum(map(len, open_words)) + len(open_words) - 1)
     bounds = [0, *starts, len(words)]
     return [" ".join(words[a:b]) for a, b in itertools.pairwise(bounds) if b > a]
 
@@ -96,15 +106,16 @@ def paragraph_count(text: str) -> int:
     return sum(1 for paragraph in _BLANK.split(text) if paragraph and not paragraph.isspace())
 
 
-def split_document(text: str, language: str = "en") -> Document:
-    """A document -> its sentences, how many each paragraph has, and what separates paragraphs."""
+def split_document(text: str, language: str = "en", check: Check | None = None) -> Document:
+    """A document -> its sentences, how many each paragraph has, and what separates paragraphs.
+    `check`: as split_sentences's, over the whole document."""
     stripped = text.strip("\n")
     head, tail = text[: len(text) - len(text.lstrip("\n"))], text[len(text.rstrip("\n")) :]
     paragraphs = _BLANK.split(stripped) if stripped else []
     separators = [m.group(0) for m in _BLANK.finditer(stripped)] if stripped else []
     sentences, shape = [], []
     for paragraph in paragraphs:
-        found = split_sentences(paragraph, language)
+        found = split_sentences(paragraph, language, check, len(sentences))
         sentences += found
         shape.append(len(found))
     return Document(sentences, shape, separators, head, tail if stripped else "")

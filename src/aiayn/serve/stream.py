@@ -67,7 +67,16 @@ def split_checked(body: StreamRequest, language: str, settings: ServeSettings) -
     """The document's sentences, within the request limits (else ClientError 413): the limits
     that need no split are checked first. Work linear in the text, for a worker thread."""
     check_before_splitting(body.text, settings)
-    doc = split_document(body.text, language)
+
+    def check(ended: int, open_chars: int) -> None:  # the split stops as soon as a limit is past
+        most, longest = settings.max_batch, settings.max_chars
+        if ended > most:
+            raise ClientError(413, f"the document has over {most} sentences; the limit is {most}")
+        if open_chars > longest:
+            detail = f"sentence {ended + 1} has at least {open_chars} characters; the limit is {longest}"
+            raise ClientError(413, detail)
+
+    doc = split_document(body.text, language, check)
     if len(doc.sentences) > settings.max_batch:
         raise ClientError(
             413, f"the document has {len(doc.sentences)} sentences; the limit is {settings.max_batch}"
