@@ -1,4 +1,4 @@
-"""Abuse test of `aiayn serve`: polite clients beside hostile ones (issue 16).
+"""Abuse test of `aiayn serve`: polite clients beside hostile ones (issues 16 and 38).
 
 Two runs on 127.0.0.1, each against a fresh `aiayn serve --timeout 2` (other limits at their
 defaults) of the same model: `--clients` polite clients as benchmarks/serve_load.py (one toy
@@ -9,11 +9,15 @@ beside `--hostile` clients that each loop over
   body       a 1 GB body, streamed (Content-Length declared on every other try, chunked otherwise);
   timeout    the largest request the work budget allows (texts of max_chars characters, beam 16),
              which needs more than the 2 s timeout on the toy model beside the polite load;
-  garbage    random bytes sent as JSON.
+  garbage    random bytes sent as JSON;
+  splitter   documents of 100,000 characters that a sentence splitter finds hard (a word of dots,
+             "a.a.a...", ". . . ...", 33,000 one-word paragraphs) sent to /v1/translate/stream;
+  slowheaders  (besides the loop) SLOW_CONNECTIONS connections that each send one header line
+             every SLOW_EVERY_S s and never finish their request, reopened when the server closes them.
 Throughout both runs one more client asks /v1/health every 50 ms. Reported: polite p50/p99 and
 errors of both runs, /v1/health p99, the server's resident memory idle (after start and a
 warm-up) and at its peak (VmHWM, start included), and what the hostile requests got. Targets
-(issue 16): 0 polite errors, polite p99 under 3x its value alone, peak RSS under 2x idle, health
+(issues 16 and 38): 0 polite errors, polite p99 under 3x its value alone, peak RSS under 2x idle, health
 p99 under 1 s; the exit status is 1 if one is missed. Linux only (/proc for the memory).
 
     python benchmarks/serve_abuse.py [--model DIR] [--clients 16] [--hostile 4] [--seconds 30] [--kinds K,...]
@@ -39,7 +43,9 @@ from serve_load import _client, _toy_model, start_server
 TIMEOUT_S = 2.0
 GIGABYTE, CHUNK = 1 << 30, 1 << 20
 TARGET_P99_RATIO, TARGET_RSS_RATIO, TARGET_HEALTH_P99_MS = 3.0, 2.0, 1000.0
-KINDS = ("attention", "body", "timeout", "garbage")
+KINDS = ("attention", "body", "timeout", "garbage", "splitter", "slowheaders")
+SPLITTER_TEXTS = ("." * 100_000, "a." * 49_999 + " x", ". " * 50_000, "a\n\n" * 33_000)
+SLOW_CONNECTIONS, SLOW_EVERY_S = 75, 5.0  # per hostile client: 4 of them hold 300, as in issue 38
 
 
 def memory_kb(pid: int) -> dict[str, int]:
@@ -86,6 +92,9 @@ async def _hostile_one(http: httpx.AsyncClient, url: str, kind: str, bodies: dic
     try:
         if kind in bodies:
             response = await http.post(post, json=bodies[kind])
+        elif kind == "splitter":
+            text = SPLITTER_TEXTS[tries % len(SPLITTER_TEXTS)]
+            response = await http.post(f"{url}/v1/translate/stream", json={"text": text})
         elif kind == "body":
             declared = {"content-length": str(GIGABYTE)} if tries % 2 == 0 else {}
             response = await http.post(post, content=_gigabyte(), headers=json_type | declared)
@@ -96,7 +105,42 @@ async def _hostile_one(http: httpx.AsyncClient, url: str, kind: str, bodies: dic
         return type(err).__name__
 
 
+async def _slow_connection(host: str, port: int, stop: float, out: Counter) -> None:
+    """One connection that sends a header line every SLOW_EVERY_S s, reopened when it is closed."""
+    while time.perf_counter() < stop:
+        try:
+            reader, writer = await asyncio.open_connection(host, port)
+        except OSError as err:
+            out[f"slowheaders connect {type(err).__name__}"] += 1
+            await asyncio.sleep(SLOW_EVERY_S)
+            continue
+        try:
+            writer.write(b"POST /v1/translate HTTP/1.1\r\nHost: abuse\r\n")
+            while time.perf_counter() < stop:
+                try:
+                    if await asyncio.wait_for(reader.read(1024), SLOW_EVERY_S) == b"":
+                        out["slowheaders closed by the server"] += 1
+                        break
+                except TimeoutError:
+                    writer.write(b"X-Slow: 1\r\n")
+                    await writer.drain()
+            else:
+                out["slowheaders still open at the end"] += 1
+        except OSError as err:
+            out[f"slowheaders {type(err).__name__}"] += 1
+        finally:
+            writer.close()
+
+
+async def _slow_headers(url: str, stop: float, out: Counter) -> None:
+    host, port = httpx.URL(url).host, httpx.URL(url).port
+    await asyncio.gather(*(_slow_connection(host, port, stop, out) for _ in range(SLOW_CONNECTIONS)))
+
+
 async def _hostile(url: str, bodies: dict, kinds: list[str], stop: float, first: int, out: Counter) -> None:
+    kinds = [k for k in kinds if k != "slowheaders"]
+    if not kinds:
+        return
     async with httpx.AsyncClient(timeout=60) as http:  # its own connections: it may lose them
         tries = 0
         while time.perf_counter() < stop:
@@ -137,6 +181,7 @@ async def run(url: str, pid: int, texts: list[str], clients: int, hostile: int, 
             *(_client(http, url, texts, stop, seed, polite) for seed in range(clients)),
             _health(http, url, stop, health),
             *(_hostile(url, bodies, args.kinds.split(","), stop, i, got) for i in range(hostile)),
+            *(_slow_headers(url, stop, got) for _ in range(hostile) if "slowheaders" in args.kinds),
         )
     return {
         "polite_requests": len(polite["latencies"]),

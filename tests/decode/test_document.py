@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import random
+from pathlib import Path
 
+import pytest
+import sentence_splitter
+
+from aiayn.decode import document
 from aiayn.decode.document import join_document, split_document, split_sentences
 
 
@@ -40,3 +45,76 @@ def test_empty_documents(text):
 def test_a_translation_count_mismatch_is_refused():
     with pytest.raises(ValueError, match="1 translations for 2 sentences"):
         join_document(split_document("One thing. Another."), ["x"])
+
+
+WORDS = ["el", "Sr.", "p.m.", "A.", "B", "casa", "¿Qué", "hizo?", "¡Hola!", '"Dijo."', "(Nota.)", "3", "1."]
+WORDS += ["U.S.A.", "...", "e.g.", "Mr.", "no.", "12", "it.", "»", "«El", "'", '"', "?", "!", ".", "x" * 70]
+
+
+@pytest.mark.parametrize("window", [3, document.WINDOW])
+@pytest.mark.parametrize("language", ["en", "es", "de"])
+def test_sentences_are_the_splitters_own_on_ordinary_text(monkeypatch, window, language):
+    """Split WINDOW words at a time, a paragraph gets the sentences the splitter gives it whole."""
+    monkeypatch.setattr(document, "WINDOW", window)
+    rng = random.Random(window)
+    splitter = document._splitter(language)
+    for _ in range(400):
+        text = " ".join(rng.choice(WORDS[:-1]) for _ in range(rng.randint(1, 30)))
+        assert split_sentences(text, language) == [s for s in splitter.split(text) if s.strip()], text
+
+
+class Recorder:
+    """The splitter, checking that what it is given is bounded before it works on it."""
+
+    def __init__(self, language: str):
+        self.real, self.texts = document._splitter(language), []
+
+    def split(self, text: str) -> list[str]:
+        words = text.split()
+        assert len(words) <= document.WINDOW + 2 * document.CONTEXT
+        assert max(map(len, words)) <= 2 * document.WORD_ENDS + 1
+        self.texts.append(text)
+        return self.real.split(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [".", "a.", ". ", "a ", "A. "],
+    ids=["dots", "a.a.", "dot space", "a space", "A. space"],
+)
+def test_the_splitter_gets_bounded_pieces_of_a_hostile_paragraph(monkeypatch, text):
+    """Its regular expressions are quadratic in a word's length and its loop in a text's: 100,000
+    characters of any kind reach it in pieces of bounded words of bounded length, so its work is
+    linear; sentences keep the words whole."""
+    recorder = Recorder("en")
+    monkeypatch.setattr(document, "_splitter", lambda language: recorder)
+    paragraph = text * (100_000 // len(text)) + " x y"
+    sentences = split_sentences(paragraph, "en")
+    assert " ".join(sentences).split() == paragraph.split()
+    assert sum(map(len, recorder.texts)) <= 2 * len(paragraph)
+
+
+def test_a_long_word_is_kept_whole_and_its_ends_still_decide():
+    url = "https://example.org/" + "a" * 80
+    assert split_sentences(f"See {url}. Then stop. Or e.g. {url}x. Go", "en") == [
+        f"See {url}.",
+        "Then stop.",
+        f"Or e.g. {url}x.",
+        "Go",
+    ]
+
+
+def test_no_non_breaking_prefix_is_as_long_as_a_long_words_ends():
+    """What the splitter sees of a long word's end is longer than every prefix it looks up, so the
+    cut never turns the end of a word into a prefix."""
+    folder = Path(sentence_splitter.__file__).parent / "non_breaking_prefixes"
+    for path in folder.glob("*.txt"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            assert len(line.split("#")[0].strip()) < document.WORD_ENDS - 2, (path.name, line)
+
+
+def test_paragraph_count_counts_paragraphs_with_words():
+    assert document.paragraph_count("a\n\n\nb c.\n \t\n\n\u3000\n\nd") == 3
+    assert document.paragraph_count("\n\n") == document.paragraph_count("") == 0
+    text = "One. Two.\n\n \n\nThree.\n\n"
+    assert document.paragraph_count(text) == len(split_document(text).shape) == 2

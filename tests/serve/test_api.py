@@ -17,14 +17,8 @@ TEXTS = ["el gato come", "la casa grande", "un perro verde bebe agua", "sol"]
 
 
 @pytest.fixture(scope="module")
-def translator(toy_model_dir) -> Translator:
-    return Translator.load(toy_model_dir, device="cpu")
-
-
-@pytest.fixture(scope="module")
-def client(translator):
-    with TestClient(create_app(translator, ServeSettings(max_batch=5, max_chars=40))) as client:
-        yield client
+def settings() -> ServeSettings:
+    return ServeSettings(max_batch=5, max_chars=40)
 
 
 def _post(client, body):
@@ -180,8 +174,8 @@ class GatedTranslator:
     def attention_maps(self, src_ids, tokens):
         return self.inner.attention_maps(src_ids, tokens)
 
-    def encode(self, texts):
-        return self.inner.encode(texts)
+    def encode_inputs(self, texts, prefix=None, constraints=None):
+        return self.inner.encode_inputs(texts, prefix, constraints)
 
 
 def test_timeout_is_503_and_loop_stays_free(translator):

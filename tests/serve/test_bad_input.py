@@ -10,17 +10,8 @@ import json
 import logging
 
 import pytest
-from fastapi.testclient import TestClient
 
-from aiayn.decode.translator import Translator
-from aiayn.serve import ServeSettings, create_app
-
-
-@pytest.fixture(scope="module")
-def client(toy_model_dir):
-    translator = Translator.load(toy_model_dir, device="cpu")
-    with TestClient(create_app(translator, ServeSettings())) as client:  # max_batch 64, max_chars 2000
-        yield client
+# `client` (conftest.py) serves the default limits: max_batch 64, max_chars 2000.
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,6 @@ from fastapi.testclient import TestClient
 
 from aiayn.config import SamplingConfig
 from aiayn.decode.document import split_document
-from aiayn.decode.translator import Translator
 from aiayn.serve import ServeSettings, create_app
 from aiayn.serve.schemas import Sample
 
@@ -20,14 +19,8 @@ TEXTS = ["el perro come", "la casa", "un gato verde bebe agua"]
 
 
 @pytest.fixture(scope="module")
-def translator(toy_model_dir) -> Translator:
-    return Translator.load(toy_model_dir, device="cpu")
-
-
-@pytest.fixture(scope="module")
-def client(translator):
-    with TestClient(create_app(translator, ServeSettings(max_batch=8, max_chars=200))) as client:
-        yield client
+def settings() -> ServeSettings:
+    return ServeSettings(max_batch=8, max_chars=200)
 
 
 def _translations(client, body) -> list[dict]:

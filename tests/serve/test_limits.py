@@ -20,11 +20,6 @@ from aiayn.serve.schemas import MAX_TEXT_CHARS, MAX_TEXTS, TranslateRequest
 WORDS = ["el", "gato", "come", "la", "casa", "grande", "un", "perro", "verde", "bebe", "agua", "sol"]
 
 
-@pytest.fixture(scope="module")
-def translator(toy_model_dir) -> Translator:
-    return Translator.load(toy_model_dir, device="cpu")
-
-
 def _post(client, body):
     return client.post("/v1/translate", json=body)
 
@@ -48,8 +43,8 @@ class Waiting:
     def attention_maps(self, src_ids, tokens):
         return self.inner.attention_maps(src_ids, tokens)
 
-    def encode(self, texts):
-        return self.inner.encode(texts)
+    def encode_inputs(self, texts, prefix=None, constraints=None):
+        return self.inner.encode_inputs(texts, prefix, constraints)
 
 
 # --- 1. attention answers are bounded --------------------------------------------------------

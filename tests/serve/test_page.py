@@ -13,31 +13,26 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
-
-from aiayn.decode.translator import Translator
-from aiayn.serve import create_app
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
-def test_page_files_are_served(toy_model_dir):
-    with TestClient(create_app(Translator.load(toy_model_dir, device="cpu"))) as client:
-        page = client.get("/")
-        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-        assert '<script src="/static/app.js">' in page.text
-        assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
-        assert client.get("/static/style.css").headers["content-type"].startswith("text/css")
-        # a query string cannot pick another file (or a missing one)
-        for query in ("name=index.html", "name=nothing"):
-            response = client.get(f"/static/app.js?{query}")
-            assert response.status_code == 200 and response.text == client.get("/static/app.js").text
-        for path in ("/static/index.html", "/static/../../config.json", "/static/spm.model", "/config.json"):
-            response = client.get(path)
-            assert response.status_code == 404 and response.json() == {"detail": "Not Found"}
-        assert client.get("/docs").status_code == 200
-        assert "/v1/translate" in client.get("/openapi.json").json()["paths"]
+def test_page_files_are_served(client):
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert '<script src="/static/app.js">' in page.text
+    assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
+    assert client.get("/static/style.css").headers["content-type"].startswith("text/css")
+    # a query string cannot pick another file (or a missing one)
+    for query in ("name=index.html", "name=nothing"):
+        response = client.get(f"/static/app.js?{query}")
+        assert response.status_code == 200 and response.text == client.get("/static/app.js").text
+    for path in ("/static/index.html", "/static/../../config.json", "/static/spm.model", "/config.json"):
+        response = client.get(path)
+        assert response.status_code == 404 and response.json() == {"detail": "Not Found"}
+    assert client.get("/docs").status_code == 200
+    assert "/v1/translate" in client.get("/openapi.json").json()["paths"]
 
 
 def _free_port() -> int:

@@ -11,19 +11,32 @@ longer than one sentence is translated sentence by sentence and nothing is dropp
 - `join_document` puts the translated sentences back: a space between the sentences of a
   paragraph, the original blank lines between paragraphs.
 
-Splitting needs the source language; languages without a prefix list use English's.
+Splitting needs the source language; languages without a prefix list use English's. The splitter's
+rules decide each sentence end from the end of one word and the start of the next, but its regular
+expressions take time quadratic in a word's length (10,000 characters of "a.a.a..." took 8 s) and
+its loop in a paragraph's: it is given WINDOW words at a time (with CONTEXT words either side),
+and a word over 2 x WORD_ENDS + 1 characters as its first and last WORD_ENDS characters (longer
+than any non-breaking prefix), so its work is linear in the text; sentences keep the words as
+they were.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sentence_splitter import SentenceSplitter, SentenceSplitterWarning
 
 _BLANK = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*")  # one or more blank lines
+WORD_ENDS = 32  # characters of an over-long word the splitter sees at each end
+WINDOW, CONTEXT = 256, 8  # words the splitter is given at a time, and seen around them
+_CUT = "#"  # in none of the splitter's character classes: keeps a long word's two ends apart
+# check(sentences ended so far, characters of the one still open): may raise to stop the split early
+Check = Callable[[int, int], None]
 
 
 @dataclass
@@ -48,21 +61,61 @@ def _splitter(language: str) -> SentenceSplitter:
             return SentenceSplitter(language="en")
 
 
-def split_sentences(text: str, language: str = "en") -> list[str]:
-    """One paragraph (line breaks are spaces) -> its sentences, without empty ones."""
-    flat = " ".join(text.split())
-    return [s for s in _splitter(language or "en").split(flat) if s.strip()] if flat else []
+def _seen(word: str) -> str:
+    """The word as the splitter sees it: itself, or its two ends when it is over-long."""
+    if len(word) <= 2 * WORD_ENDS + 1:
+        return word
+    return word[:WORD_ENDS] + _CUT + word[-WORD_ENDS:]
 
 
-def split_document(text: str, language: str = "en") -> Document:
-    """A document -> its sentences, how many each paragraph has, and what separates paragraphs."""
+def _ends(words: list[str], language: str) -> list[int]:
+    """The indices of the words that begin a sentence (after the first), as the splitter puts them."""
+    found = _splitter(language).split(" ".join(map(_seen, words)))
+    counts = [n for n in (len(s.split()) for s in found) if n]
+    if sum(counts) != len(words):  # the splitter dropped or joined words: a change of its rules
+        raise AssertionError(f"the sentence splitter returned {sum(counts)} of {len(words)} words")
+    return list(itertools.accumulate(counts))[:-1]
+
+
+def split_sentences(
+    text: str, language: str = "en", check: Check | None = None, before: int = 0
+) -> list[str]:
+    """One paragraph (line breaks are spaces) -> its sentences, without empty ones.
+
+    The splitter puts sentence ends only between words, deciding each from the words around it, so
+    a long paragraph is split WINDOW words at a time, each window seen with CONTEXT words on either
+    side (its work grows with the square of what it is given); sentences are the words as they were.
+    `check` hears after each window but the last how many sentences have ended (`before` this
+    paragraph's included) and how long the open one is.
+    """
+    words, starts = text.split(), []
+    for first in range(0, len(words), WINDOW):
+        low = max(first - CONTEXT, 0)
+        seen = _ends(words[low : first + WINDOW + CONTEXT], language or "en")
+        starts += [low + i for i in seen if first <= low + i < first + WINDOW]
+        if check is not None and first + WINDOW < len(words):
+            open_words = words[(starts[-1] if starts else 0) : first + WINDOW]
+            check(before + len(starts), sum(map(len, open_words)) + len(open_words) - 1)
+    bounds = [0, *starts, len(words)]
+    return [" ".join(words[a:b]) for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def paragraph_count(text: str) -> int:
+    """How many paragraphs of `text` (split at blank lines) have a word: the least number of
+    sentences split_document finds, counted in one pass without splitting sentences."""
+    return sum(1 for paragraph in _BLANK.split(text) if paragraph and not paragraph.isspace())
+
+
+def split_document(text: str, language: str = "en", check: Check | None = None) -> Document:
+    """A document -> its sentences, how many each paragraph has, and what separates paragraphs.
+    `check`: as split_sentences's, over the whole document."""
     stripped = text.strip("\n")
-    head, tail = text[: text.index(stripped)] if stripped else text, text[len(text.rstrip("\n")) :]
+    head, tail = text[: len(text) - len(text.lstrip("\n"))], text[len(text.rstrip("\n")) :]
     paragraphs = _BLANK.split(stripped) if stripped else []
     separators = [m.group(0) for m in _BLANK.finditer(stripped)] if stripped else []
     sentences, shape = [], []
     for paragraph in paragraphs:
-        found = split_sentences(paragraph, language)
+        found = split_sentences(paragraph, language, check, len(sentences))
         sentences += found
         shape.append(len(found))
     return Document(sentences, shape, separators, head, tail if stripped else "")

@@ -1,18 +1,41 @@
 """From texts and their decoding controls to what the search takes: source ids cut to fit the model
 (long texts split into sentences, never truncated), target prefixes and constraints as ids, each
-checked with a one-line error that names the text.
+checked with a one-line error that names the text. `Encoded` holds a batch's ids, tokenized once:
+a caller that needed them before translating (the server, for its limits) passes them on.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aiayn.decode.document import split_sentences
 from aiayn.errors import AiaynError, TextError
 
 SplitHook = Callable[[int, int, int, int], None]  # (text index, its tokens, the limit, parts)
+
+
+@dataclass
+class Encoded:
+    """Texts as ids: each one's source pieces (no EOS) and, None where no text has one, each one's
+    prefix ([] for none) and constraints (target ids; [] for none)."""
+
+    pieces: list[list[int]]
+    prefix: list[list[int]] | None = None
+    constraints: list[list[list[int]]] | None = None
+
+    def sources(self, eos_id: int) -> list[list[int]]:
+        """Each text whole, as the model reads it: pieces + EOS; [] for an empty text."""
+        return [ids + [eos_id] if ids else [] for ids in self.pieces]
+
+    def forced(self) -> list[int]:
+        """The output tokens each text's prefix or constraints need (the search lengthens its
+        output to hold them: aiayn.decode.stepper.Controls.needed)."""
+        prefixes = self.prefix or [[] for _ in self.pieces]
+        constraints = self.constraints or [[] for _ in self.pieces]
+        return [max(len(p), sum(map(len, c))) for p, c in zip(prefixes, constraints, strict=True)]
 
 
 def _per_text(name: str, values: Sequence | None, n: int) -> None:
@@ -44,13 +67,19 @@ def _parts(text: str, tokenizer: Any, limit: int, language: str) -> list[list[in
 
 
 def source_units(
-    texts: Sequence[str], tokenizer: Any, limit: int, eos_id: int, language: str, on_split: SplitHook
+    texts: Sequence[str],
+    tokenizer: Any,
+    limit: int,
+    eos_id: int,
+    language: str,
+    on_split: SplitHook,
+    pieces: list[list[int]] | None = None,
 ) -> list[list[list[int]]]:
     """For each text the sources it is translated as (pieces + EOS): itself when it fits in `limit`
     tokens, else its parts (`_parts`); `on_split` hears of every text that is split. [] for an
-    empty text."""
+    empty text. `pieces`: the texts' ids when they were tokenized already."""
     units = []
-    for i, ids in enumerate(tokenizer.encode(list(texts))):
+    for i, ids in enumerate(tokenizer.encode(list(texts)) if pieces is None else pieces):
         if not ids:
             units.append([])
         elif len(ids) + 1 <= limit:

@@ -35,7 +35,7 @@ from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.decode import align as alignment
 from aiayn.decode.document import join_document, split_document
 from aiayn.decode.ensemble import check_shared_vocabulary
-from aiayn.decode.inputs import SplitHook, source_units, target_constraints, target_prefixes
+from aiayn.decode.inputs import Encoded, SplitHook, source_units, target_constraints, target_prefixes
 from aiayn.decode.search import Hypothesis, StopHook
 from aiayn.decode.stepper import Controls, decode_batch, source_limit, target_limit
 from aiayn.errors import AiaynError, TextError
@@ -148,13 +148,33 @@ class Translator:
         """Source ids of each text, whole: pieces + EOS; [] for an empty text."""
         return [ids + [self.config.eos_id] if ids else [] for ids in self.tokenizer.encode(list(texts))]
 
-    def sources(self, texts: list[str], on_split: SplitHook | None = None) -> list[list[list[int]]]:
+    def sources(
+        self, texts: list[str], on_split: SplitHook | None = None, pieces: list[list[int]] | None = None
+    ) -> list[list[list[int]]]:
         """What each text is translated as: [pieces + EOS], or its parts when it is over the model's
-        source limit (aiayn.decode.inputs.source_units); [] for an empty text."""
+        source limit (aiayn.decode.inputs.source_units); [] for an empty text. `pieces`: the texts'
+        ids, when they were tokenized already."""
         language = self.info.get("src_lang") or "en"
         limit = source_limit(self.config)
         return source_units(
-            texts, self.tokenizer, limit, self.config.eos_id, language, on_split or _warn_split
+            texts, self.tokenizer, limit, self.config.eos_id, language, on_split or _warn_split, pieces
+        )
+
+    def encode_inputs(
+        self,
+        texts: list[str],
+        prefix: list[str | None] | None = None,
+        constraints: list[list[str] | None] | None = None,
+    ) -> Encoded:
+        """Texts, and `translate`'s prefix and constraints, tokenized once (each checked: a one-line
+        error names the text): what `translate(texts, encoded=...)` takes."""
+        if isinstance(texts, str):
+            raise AiaynError("translate() takes a list of texts, not one string")
+        encode, limit = self.tokenizer.encode_target, target_limit(self.config)
+        return Encoded(
+            self.tokenizer.encode(list(texts)),
+            target_prefixes(prefix, len(texts), encode, limit),
+            target_constraints(constraints, len(texts), encode, limit),
         )
 
     def _src_tensor(self, sources: list[list[int]]) -> Tensor:
@@ -203,15 +223,10 @@ class Translator:
             progress(len(sources) - len(nonempty))
         return results
 
-    def _controls(self, units, n, prefix, constraints, sample, keys) -> Controls:
+    def _controls(self, units, encoded: Encoded, sample, keys) -> Controls:
         """Per source (texts' parts flattened): the prefix for a text's first part, constraints,
         and sampling keys (the text's key, default its index, * 4096 + part)."""
-        encode = self.tokenizer.encode_target
-        limit = target_limit(self.config)
-        prefixes, phrases = (
-            target_prefixes(prefix, n, encode, limit),
-            target_constraints(constraints, n, encode, limit),
-        )
+        prefixes, phrases = encoded.prefix, encoded.constraints
         if sample is not None and not isinstance(sample, SamplingConfig):
             raise AiaynError(f"sample: a SamplingConfig, not {type(sample).__name__}")
         for i, parts in enumerate(units):
@@ -246,6 +261,7 @@ class Translator:
         align_layer: int | None = None,
         should_stop: StopHook | None = None,
         keys: list[int] | None = None,
+        encoded: Encoded | None = None,
         **search: Any,
     ) -> list[str] | list[list[Translation]]:
         """Translate `texts` with beam search (greedy when beam_size is 1): the search of `options`
@@ -263,13 +279,19 @@ class Translator:
         every search step (aiayn.decode.search.SearchStopped when it answers True). `keys`: per
         text, what seeds its samples (default: its index; a server batching texts of several
         requests passes each text's index in its own request, so samples do not depend on batching).
+        `encoded`: the texts with their prefix and constraints as `encode_inputs` gave them, for a
+        caller that tokenized them already (then `prefix` and `constraints` are not given).
         """
         options = options or DecodeConfig()  # sampling needs no beam: n_best may exceed beam_size
         options = options.replace(**{"sampling": options.sampling or sample is not None, **search})
         if isinstance(texts, str):
             raise AiaynError("translate() takes a list of texts, not one string")
-        units = self.sources(texts, on_split)
-        controls = self._controls(units, len(texts), prefix, constraints, sample, keys)
+        if encoded is None:
+            encoded = self.encode_inputs(texts, prefix, constraints)
+        elif len(encoded.pieces) != len(texts) or prefix is not None or constraints is not None:
+            raise AiaynError("translate(encoded=...): the ids of these texts, and no prefix or constraints")
+        units = self.sources(texts, on_split, encoded.pieces)
+        controls = self._controls(units, encoded, sample, keys)
         flat = [u for parts in units for u in parts]
         owners = [i for i, parts in enumerate(units) for _ in parts]
         found = iter(self.translate_ids(flat, options, progress, controls, owners, should_stop))

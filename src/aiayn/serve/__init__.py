@@ -12,6 +12,7 @@ from pathlib import Path
 from aiayn.errors import AiaynError
 from aiayn.serve.app import create_app
 from aiayn.serve.batcher import MicroBatcher
+from aiayn.serve.connections import KEEP_ALIVE_S, guarded_protocol
 from aiayn.serve.limits import ServeSettings
 
 __all__ = ["MicroBatcher", "ServeSettings", "create_app", "serve"]
@@ -61,4 +62,7 @@ def serve(
     url = server_url(host, sock.getsockname()[1])
     mode = ", int8" if int8 else ""
     print(f"aiayn serve: {model_dir}{mode} on {url} (API docs at {url}docs)", flush=True)
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    config = uvicorn.Config(
+        app, log_level="warning", http=guarded_protocol(), timeout_keep_alive=KEEP_ALIVE_S
+    )  # slow or idle connections are closed (aiayn.serve.connections)
+    uvicorn.Server(config).run(sockets=[sock])

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,23 +115,6 @@ def output_limits(sources: list[list[int]], config: ModelConfig, attention_token
     return [min(n, attention_tokens - 1) for n in lens] if attention_tokens else lens
 
 
-def forced_tokens(
-    encode: Callable[[list[str]], list[list[int]]],
-    prefixes: list[str | None],
-    constraints: list[list[str] | None],
-) -> list[int]:
-    """The output tokens each text's prefix or constraints need (the search lengthens its output to
-    hold them: aiayn.decode.stepper.Controls.needed); `encode` gives pieces + </s> per text."""
-
-    def pieces(texts: list[str]) -> int:
-        return sum(max(len(ids) - 1, 0) for ids in encode(texts))
-
-    return [
-        max(pieces([prefix] if prefix else []), pieces(list(phrases or [])))
-        for prefix, phrases in zip(prefixes, constraints, strict=True)
-    ]
-
-
 def text_costs(
     sources: list[list[int]],
     config: ModelConfig,
@@ -142,7 +124,8 @@ def text_costs(
     forced: list[int] | None = None,
 ) -> list[int]:
     """Each text's work, beam x its longest output (0 for an empty text: no model call); `forced`:
-    the output tokens each text's prefix or constraints need, which can lengthen it past a*|src|+b.
+    the output tokens each text's prefix or constraints need (aiayn.decode.inputs.Encoded.forced),
+    which can lengthen it past a*|src|+b.
 
     Raises ClientError(413) past the attention bound or the request's budget (max_work).
     """

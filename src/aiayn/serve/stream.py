@@ -11,7 +11,10 @@ soon as it and the sentences before it are done, in document order:
 then `event: done` with the whole translated document (`{"text": ..., "sentences": n}`), or
 `event: error` with `{"detail": ..., "index": i}` if a sentence fails (nothing follows it). The
 limits of /v1/translate hold before the first event (413 as JSON): at most --max-batch sentences
-of at most --max-chars characters, and the work budget over all of them. A client that
+of at most --max-chars characters, and the work budget over all of them; what no split can bring
+within them (a word over --max-chars, more characters than --max-batch sentences hold, more
+paragraphs than --max-batch) is refused before splitting, and splitting (linear in the text:
+aiayn.decode.document) runs in a worker thread, never on the event loop. A client that
 disconnects stops the work of the sentences not yet done.
 """
 
@@ -22,8 +25,9 @@ import json
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
-from aiayn.decode.document import Document, join_document, split_document
+from aiayn.decode.document import Document, join_document, paragraph_count, split_document
 from aiayn.errors import AiaynError
+from aiayn.serve.batch import items_of
 from aiayn.serve.limits import ClientError, ServeSettings, text_costs
 from aiayn.serve.schemas import StreamRequest, too_long
 
@@ -35,9 +39,44 @@ def event(name: str, data: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
+def check_before_splitting(text: str, settings: ServeSettings) -> None:
+    """ClientError 413 for a document that no split brings within the limits, found in one pass:
+    a word over max_chars (a sentence holds whole words), more characters besides spaces than
+    max_batch sentences of max_chars hold, more paragraphs with words than max_batch sentences."""
+    words = text.split()
+    longest = max(map(len, words), default=0)
+    if longest > settings.max_chars:
+        raise ClientError(413, too_long("a word of the document", longest, settings.max_chars))
+    chars, most = sum(map(len, words)), settings.max_batch * settings.max_chars
+    if chars > most:
+        raise ClientError(
+            413,
+            f"the document has {chars} characters besides spaces; the limit is {most} "
+            f"({settings.max_batch} sentences of {settings.max_chars})",
+        )
+    paragraphs = paragraph_count(text)
+    if paragraphs > settings.max_batch:
+        raise ClientError(
+            413,
+            f"the document has {paragraphs} paragraphs, so as many sentences at least; "
+            f"the limit is {settings.max_batch}",
+        )
+
+
 def split_checked(body: StreamRequest, language: str, settings: ServeSettings) -> Document:
-    """The document's sentences, within the request limits (else ClientError 413)."""
-    doc = split_document(body.text, language)
+    """The document's sentences, within the request limits (else ClientError 413): the limits
+    that need no split are checked first. Work linear in the text, for a worker thread."""
+    check_before_splitting(body.text, settings)
+
+    def check(ended: int, open_chars: int) -> None:  # the split stops as soon as a limit is past
+        most, longest = settings.max_batch, settings.max_chars
+        if ended > most:
+            raise ClientError(413, f"the document has over {most} sentences; the limit is {most}")
+        if open_chars > longest:
+            detail = f"sentence {ended + 1} has at least {open_chars} characters; the limit is {longest}"
+            raise ClientError(413, detail)
+
+    doc = split_document(body.text, language, check)
     if len(doc.sentences) > settings.max_batch:
         raise ClientError(
             413, f"the document has {len(doc.sentences)} sentences; the limit is {settings.max_batch}"
@@ -90,6 +129,14 @@ async def sentence_events(
             task.cancel()
 
 
-def sentence_costs(translator: Any, doc: Document, body: StreamRequest, settings: ServeSettings) -> list[int]:
-    """Each sentence's work (aiayn.serve.limits.text_costs), the budget checked over all of them."""
-    return text_costs(translator.encode(doc.sentences), translator.config, body.beam_size, False, settings)
+def document_items(
+    translator: Any, body: StreamRequest, settings: ServeSettings
+) -> tuple[Document, list[Any], list[int]]:
+    """The document split (split_checked), its sentences as batch items (aiayn.serve.batch),
+    each tokenized once, and each one's work, the budget checked over all of them. For a worker
+    thread: the work is linear in the document, but not small."""
+    doc = split_checked(body, translator.info.get("src_lang") or "en", settings)
+    encoded = translator.encode_inputs(doc.sentences)
+    sources = encoded.sources(translator.config.eos_id)
+    costs = text_costs(sources, translator.config, body.beam_size, False, settings)
+    return doc, items_of(doc.sentences, encoded), costs
