@@ -153,8 +153,9 @@ def test_flags_left_out_keep_the_base_search():
     assert decode_config(args, base=parsing) == parsing.replace(beam_size=5, batch_tokens=99)
     with pytest.raises(ConfigError, match="n_best=7 must be between 1 and beam_size=5"):
         decode_config(args, n_best=7)
-    args.sample = True  # the beam only has to hold the n_best samples drawn
-    assert decode_config(args, n_best=7).beam_size == 7
+    args.sample = True  # n_best samples need no beam: --beam stays as given, unused
+    sampled = decode_config(args, n_best=7)
+    assert (sampled.sampling, sampled.n_best, sampled.beam_size) == (True, 7, 5)
 
 
 def test_sampling_defaults_are_sampling_config_s(toy_model_dir):

@@ -59,4 +59,4 @@ class RenamedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def install() -> None:
     """Put the finder on sys.meta_path (once)."""
     if not any(isinstance(finder, RenamedFinder) for finder in sys.meta_path):
-        sys.meta_path.append(RenamedFinder())
+        sys.meta_path.insert(0, RenamedFinder())  # first: an old package name's submodules too

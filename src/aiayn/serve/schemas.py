@@ -28,6 +28,18 @@ MAX_TEXT_CHARS = 100_000  # the most --max-chars may allow
 MAX_CONSTRAINTS = 32  # phrases per text: dynamic beam allocation needs beams for each
 Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 Phrases = Annotated[list[Text], Field(max_length=MAX_CONSTRAINTS)]
+BeamSize = Annotated[
+    int, Field(ge=1, le=MAX_BEAM, description=f"Beam size (section 6.1: {DEFAULT.beam_size}); 1 is greedy.")
+]
+Alpha = Annotated[
+    float,
+    Field(
+        allow_inf_nan=False,
+        ge=0.0,
+        le=10.0,
+        description=f"Length penalty exponent (section 6.1: {DEFAULT.alpha}).",
+    ),
+]
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins the pairs: what is left is lone
 # The error types of check_translate that the server answers with its own limits (aiayn.serve.app).
 TOO_MANY_TEXTS, TEXT_TOO_LONG = "too_many_texts", "text_too_long"
@@ -133,19 +145,8 @@ class TranslateRequest(BaseModel):
     text: Text | Annotated[list[Text], Field(max_length=MAX_TEXTS)] = Field(
         description="A text or a list of texts to translate."
     )
-    beam_size: int = Field(
-        DEFAULT.beam_size,
-        ge=1,
-        le=MAX_BEAM,
-        description=f"Beam size (section 6.1: {DEFAULT.beam_size}); 1 is greedy.",
-    )
-    alpha: float = Field(
-        DEFAULT.alpha,
-        allow_inf_nan=False,
-        ge=0.0,
-        le=10.0,
-        description=f"Length penalty exponent (section 6.1: {DEFAULT.alpha}).",
-    )
+    beam_size: BeamSize = DEFAULT.beam_size
+    alpha: Alpha = DEFAULT.alpha
     n_best: int = Field(
         DEFAULT.n_best, ge=1, le=MAX_BEAM, description="Hypotheses per text, best first (<= beam_size)."
     )
@@ -227,19 +228,8 @@ class StreamRequest(BaseModel):
     text: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] = Field(
         description="A document: paragraphs at blank lines, split into sentences (Moses' rules)."
     )
-    beam_size: int = Field(
-        DEFAULT.beam_size,
-        ge=1,
-        le=MAX_BEAM,
-        description=f"Beam size (section 6.1: {DEFAULT.beam_size}); 1 is greedy.",
-    )
-    alpha: float = Field(
-        DEFAULT.alpha,
-        allow_inf_nan=False,
-        ge=0.0,
-        le=10.0,
-        description=f"Length penalty exponent (section 6.1: {DEFAULT.alpha}).",
-    )
+    beam_size: BeamSize = DEFAULT.beam_size
+    alpha: Alpha = DEFAULT.alpha
     sample: Sample | None = Field(None, description="Draw one sample per sentence instead of searching.")
 
     @model_validator(mode="before")
