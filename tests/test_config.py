@@ -79,7 +79,7 @@ def test_invalid_training_settings_say_which(kwargs, message):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"beam_size": 0}, "beam_size must be at least 1, got 0"),
+        ({"beam_size": 0}, "beam_size must be between 1 and 1024, got 0"),
         ({"n_best": 5}, "n_best=5 must be between 1 and beam_size=4"),
         ({"n_best": 0, "sampling": True}, "n_best (samples) must be at least 1, got 0"),
         ({"alpha": float("nan")}, "alpha must be a finite number, got nan"),
@@ -262,3 +262,27 @@ def test_a_config_file_can_start_from_a_preset(tmp_path):
         ConfigError, match="no config named 'huge'; choose one of base, big, quickstart, tiny"
     ):
         RunConfig.named("huge")
+
+
+def test_the_beam_and_the_temperature_are_bounded():
+    """Issue 38 items 10 and 11: --beam 100000 allocated 10 GB and died; a temperature of 1e-300
+    blamed the weights for scores that were not finite."""
+    from aiayn.config import MAX_BEAM_SIZE, MIN_TEMPERATURE, SamplingConfig
+
+    with pytest.raises(ConfigError, match=f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got 100000"):
+        DecodeConfig(beam_size=100_000)
+    DecodeConfig(beam_size=MAX_BEAM_SIZE, n_best=1)
+    with pytest.raises(
+        ConfigError, match=f"temperature must be between {MIN_TEMPERATURE} and 100, got 1e-300"
+    ):
+        SamplingConfig(temperature=1e-300)
+    SamplingConfig(temperature=MIN_TEMPERATURE)
+
+
+def test_a_beam_wider_than_the_vocabulary_is_one_line(toy_model_dir, tmp_path, capsys):
+    from aiayn.cli import main
+
+    (tmp_path / "in.txt").write_text("el gato\n")
+    assert main(["translate", str(toy_model_dir), "--beam", "1000", "-i", str(tmp_path / "in.txt")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "beam_size 1000 is over the model's" in err, err

@@ -201,6 +201,8 @@ class TrainConfig(Serializable):
             check_number(name, getattr(self, name), zero=True, null=True)
 
 
+MAX_BEAM_SIZE = 1024  # a beam past ~10 buys nothing; past this its score tensors outgrow memory
+MIN_TEMPERATURE = 0.01  # below it the scaled logits of a float32 model are no longer finite
 LENGTH_PENALTY_STYLES = ("gnmt", "len", "fairseq")  # see aiayn.decode.search
 
 
@@ -225,8 +227,8 @@ class DecodeConfig(Serializable):
     def __post_init__(self) -> None:
         """The one check of the decoding options: the searches below take them as they come."""
         check_choice("length_penalty_style", self.length_penalty_style, LENGTH_PENALTY_STYLES)
-        if self.beam_size < 1:
-            raise ConfigError(f"beam_size must be at least 1, got {self.beam_size}")
+        if not 1 <= self.beam_size <= MAX_BEAM_SIZE:  # (n, beam, beam) tensors: 100,000 took 10 GB
+            raise ConfigError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {self.beam_size}")
         if self.sampling and self.n_best < 1:
             raise ConfigError(f"n_best (samples) must be at least 1, got {self.n_best}")
         if not self.sampling and not 1 <= self.n_best <= self.beam_size:
@@ -253,6 +255,10 @@ class SamplingConfig(Serializable):
 
     def __post_init__(self) -> None:
         check_number("temperature", self.temperature)
+        if not MIN_TEMPERATURE <= self.temperature <= 100.0:
+            raise ConfigError(
+                f"temperature must be between {MIN_TEMPERATURE} and 100, got {self.temperature}"
+            )
         check_seed("seed", self.seed)
         if self.top_k < 0:
             raise ConfigError(f"top_k must be 0 (all tokens) or more, got {self.top_k}")

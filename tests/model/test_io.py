@@ -130,3 +130,17 @@ def test_an_interrupted_rewrite_of_a_model_directory_leaves_whole_files(tmp_path
     assert (out / "config.json").read_bytes() == before["config.json"]
     assert sorted(p.name for p in out.iterdir()) == sorted(before)  # no temporary file left
     load_model_dir(out)
+
+
+def test_integer_weights_are_refused_at_load(tmp_path):
+    """Issue 38 item 10: int32 tensors used to load, cast, and translate garbage."""
+    from safetensors.torch import load_file, save_file
+
+    model = Transformer(ModelConfig(vocab_size=40, d_model=16, d_ff=32, n_heads=2, n_layers=1))
+    out = save_model_dir(model, tmp_path / "m")
+    weights = load_file(str(out / "model.safetensors"))
+    name = next(iter(weights))
+    weights[name] = weights[name].round().to(torch.int32)
+    save_file(weights, str(out / "model.safetensors"))
+    with pytest.raises(AiaynError, match=rf"model.safetensors: {name} holds I32 numbers, not floating point"):
+        load_model_dir(out)

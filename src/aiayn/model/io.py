@@ -165,6 +165,23 @@ def save_weights(model: nn.Module, out_dir: str | Path) -> Path:
     return out
 
 
+FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")  # safetensors' names
+
+
+def _check_float(weights: Path) -> None:
+    """Every tensor of `weights` holds floating-point numbers: integers would load, cast, as nonsense."""
+    try:
+        with safe_open(str(weights), "pt") as f:
+            dtypes = {name: f.get_slice(name).get_dtype() for name in f.keys()}  # noqa: SIM118
+    except (SafetensorError, OSError) as err:
+        raise AiaynError(
+            f"{weights}: cannot be read as safetensors: {str(err).strip().splitlines()[0]}"
+        ) from None
+    bad = next(((name, dtype) for name, dtype in dtypes.items() if dtype not in FLOAT_DTYPES), None)
+    if bad is not None:
+        raise AiaynError(f"{weights}: {bad[0]} holds {bad[1]} numbers, not floating point ones")
+
+
 def load_weights(
     model: nn.Module, model_dir: str | Path, device: str | torch.device | None = None
 ) -> nn.Module:
@@ -175,6 +192,7 @@ def load_weights(
     weights = Path(model_dir) / WEIGHTS_FILE
     if not weights.is_file():
         raise AiaynError(f"{model_dir}: no {WEIGHTS_FILE}")
+    _check_float(weights)
     try:
         load_model(model, str(weights), device=str(device or "cpu"))
     except (RuntimeError, OSError, SafetensorError) as err:

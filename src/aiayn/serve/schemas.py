@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from aiayn.checks import ConfigError
-from aiayn.config import DecodeConfig, SamplingConfig
+from aiayn.config import MIN_TEMPERATURE, DecodeConfig, SamplingConfig
 
 DEFAULT = DecodeConfig()  # the paper's search (section 6.1), which a request changes field by field
 SAMPLING = SamplingConfig()  # a "sample" object's defaults
@@ -122,7 +122,11 @@ class Sample(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     temperature: float = Field(
-        SAMPLING.temperature, allow_inf_nan=False, gt=0.0, le=100.0, description="Divides the logits."
+        SAMPLING.temperature,
+        allow_inf_nan=False,
+        ge=MIN_TEMPERATURE,
+        le=100.0,
+        description=f"Divides the logits ({MIN_TEMPERATURE} to 100).",
     )
     top_k: int = Field(SAMPLING.top_k, ge=0, description="Draw from the k most probable tokens (0: all).")
     top_p: float = Field(
