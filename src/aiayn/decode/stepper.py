@@ -22,6 +22,7 @@ from aiayn.decode.constrained import constrained_beam_search
 from aiayn.decode.ensemble import EnsembleStepper
 from aiayn.decode.sampling import row_keys, sample_search
 from aiayn.decode.search import Hypothesis, Prefixes, Stepper, StopHook, beam_search, greedy_search
+from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
 from aiayn.runtime.native_step import decode_step
 
@@ -136,6 +137,10 @@ def decode_batch(
     )
     sample = controls.sample or (SamplingConfig() if options.sampling else None)
     rows = options.n_best if sample is not None else options.beam_size
+    if sample is None and rows > config.vocab_size:  # its (n, beam, beam) scores outgrow memory first
+        raise AiaynError(
+            f"beam_size {rows} is over the model's {config.vocab_size} tokens: no wider beam helps"
+        )
     steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1) for m in models]
     stepper = steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)
     if controls.mask is not None:

@@ -199,11 +199,6 @@ class Translator:
         An empty source gives one empty hypothesis with score 0 without running the model.
         `should_stop()` is asked before every search step (SearchStopped when it answers True).
         """
-        vocab = self.model.config.vocab_size
-        if not options.sampling and options.beam_size > vocab:
-            raise AiaynError(
-                f"beam_size {options.beam_size} is over the model's {vocab} tokens: no wider beam helps"
-            )
         controls = controls or Controls()
         if should_stop is not None:
             controls = replace(controls, should_stop=should_stop)
