@@ -41,7 +41,35 @@ def test_a_short_prefix_file_is_a_one_line_error(toy_model_dir, tmp_path, capsys
         ]
     )
     assert code != 0
-    assert "the prefix file has 1 lines" in capsys.readouterr().err
+    assert (
+        f"--prefix-file {tmp_path / 'prefix.txt'} has 1 lines; {tmp_path / 'in.txt'} has 2"
+        in capsys.readouterr().err
+    )
+
+
+def test_a_longer_constraints_file_is_refused_before_the_model_loads(tmp_path, capsys, monkeypatch):
+    """Issue 38 item 13: the count was checked only after every line was translated."""
+    from aiayn.decode.translator import Translator
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(Translator, "load", no_model)
+    (tmp_path / "terms.txt").write_text("a\nb\nc\n", encoding="utf-8")
+    (tmp_path / "in.txt").write_text("sol\nluna\n", encoding="utf-8")
+    argv = [
+        "translate",
+        "M",
+        "-i",
+        str(tmp_path / "in.txt"),
+        "--constraints-file",
+        str(tmp_path / "terms.txt"),
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(
+        f"--constraints-file {tmp_path / 'terms.txt'} has 3 lines; {tmp_path / 'in.txt'} has 2"
+    ), err
 
 
 def test_align_writes_pharaoh_pairs(toy_model_dir, tmp_path):

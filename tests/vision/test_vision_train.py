@@ -259,3 +259,18 @@ def test_the_vision_budget_reads_the_whole_run_once(tmp_path, quadrant_splits, o
 
 def _state(path):
     return torch.load(path / "trainer_state.pt", weights_only=True)
+
+
+def test_a_vision_model_given_to_a_text_command_says_what_it_is(tmp_path, capsys):
+    """Issue 38 item 14: translate, serve, export-hf and attention said `no "model" settings`."""
+    from aiayn.model.io import load_model_dir
+    from aiayn.vision.io import save_vision_model
+
+    out = save_vision_model(VisionTransformer(TINY), tmp_path / "vit", ["NW", "NE", "SW", "SE"])
+    with pytest.raises(
+        AiaynError, match="a vision model .image classification.; `aiayn vision-attention` takes it"
+    ):
+        load_model_dir(out)
+    (tmp_path / "in.txt").write_text("a\n")
+    assert main(["translate", str(out), "-i", str(tmp_path / "in.txt")]) == 2
+    assert "a vision model" in capsys.readouterr().err

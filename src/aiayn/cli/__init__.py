@@ -18,7 +18,13 @@ from aiayn.apps.quickstart import QUICKSTART_CORPUS, QUICKSTART_OUT, QUICKSTART_
 from aiayn.cli import parse as parse_cli
 from aiayn.cli import prepare as prepare_cli
 from aiayn.cli.decoding import add_search_options, decode_config
-from aiayn.cli.options import add_device_option, add_set_option, check_document_flags, counting_number
+from aiayn.cli.options import (
+    add_device_option,
+    add_set_option,
+    check_document_flags,
+    check_line_counts,
+    counting_number,
+)
 from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.configs import PRESETS
 from aiayn.errors import AiaynError
@@ -222,6 +228,7 @@ def _run_translate(args: argparse.Namespace) -> None:
         inputs = (args.input, args.prefix_file, args.constraints_file, *args.model_dirs)
         output_file(args.output, "--output", inputs, reads_stdin=args.input is None)
     controls = _controls(args)
+    check_line_counts(args, controls)
     dirs = args.model_dirs[0] if len(args.model_dirs) == 1 else args.model_dirs
     translator = Translator.load(dirs, args.device, int8=args.int8)
     with contextlib.ExitStack() as stack:

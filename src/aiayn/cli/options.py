@@ -102,3 +102,23 @@ def add_renamed_option(p: argparse.ArgumentParser, old: str, new: str, **kwargs)
     """`old`, hidden from --help, as a deprecated spelling of the option `new` (same dest, same type)."""
     dest = new.lstrip("-").replace("-", "_")
     p.add_argument(old, dest=dest, action=_Renamed, new=new, help=argparse.SUPPRESS, **kwargs)
+
+
+PER_LINE = (  # translate's files with a line per input line: (controls key, flag, args name)
+    ("prefix", "--prefix-file", "prefix_file"),
+    ("constraints", "--constraints-file", "constraints_file"),
+)
+
+
+def check_line_counts(args: argparse.Namespace, controls: dict) -> None:
+    """A prefix or constraints file must have a line per input line: for an input file, checked
+    before any model work (standard input is checked as it ends)."""
+    from aiayn.safe_io import capped_lines
+
+    given = [(flag, getattr(args, name), controls[key]) for key, flag, name in PER_LINE if key in controls]
+    if args.input and given:
+        with open(args.input, "rb") as f:
+            lines = sum(1 for _ in capped_lines(f, args.input))
+        for flag, path, values in given:
+            if len(values) != lines:
+                raise AiaynError(f"{flag} {path} has {len(values)} lines; {args.input} has {lines}")

@@ -60,6 +60,8 @@ def read_config(model_dir: str | Path) -> tuple[ModelConfig, dict[str, Any]]:
     The config is checked against model.safetensors' header (`check_fits`) before anyone builds it.
     """
     path, data = read_config_json(model_dir)
+    if "model" not in data and "vision" in data:  # aiayn.vision.io's directories
+        raise AiaynError(f"{path}: a vision model (image classification); `aiayn vision-attention` takes it")
     if "model" not in data:
         raise AiaynError(f'{path}: no "model" settings')
     try:
