@@ -38,3 +38,27 @@ def test_tokenizer_files_are_read_from_the_model_directory_only(toy_model_dir, t
     settings = {"type": "marian", "source": "spm.model", "target": "spm.model", "vocab": str(elsewhere)}
     with pytest.raises(AiaynError, match=r"config.json: tokenizer.vocab: .* is not a plain file name"):
         load_tokenizer(toy_model_dir, {"tokenizer": settings})
+
+
+def test_another_models_tokenizer_is_refused_at_load(toy_model_dir, tmp_path, capsys):
+    """Issue 38 item 6: a larger or smaller spm.model loaded silently, then translate died with an
+    IndexError (or SentencePiece's OUT_OF_RANGE) and serve answered 500."""
+    import json
+
+    from aiayn.cli import main
+    from aiayn.data.tokenizer import Tokenizer
+    from aiayn.decode.translator import Translator
+
+    model = tmp_path / "model"
+    shutil.copytree(toy_model_dir, model)
+    size = json.loads((model / "config.json").read_text())["model"]["vocab_size"]
+    texts = [f"word{i} palabra{i} and more text number {i}" for i in range(200)]
+    other = Tokenizer.train(texts, tmp_path / "other.model", vocab_size=size + 20)
+    assert other.vocab_size != size, "the test needs a tokenizer of another size"
+    shutil.copyfile(tmp_path / "other.model", model / "spm.model")
+    message = f"the tokenizer's vocabulary has {other.vocab_size} ids but config.json's model has {size}"
+    with pytest.raises(AiaynError, match=message):
+        Translator.load(model)
+    (tmp_path / "in.txt").write_text("el gato\n")
+    assert main(["translate", str(model), "-i", str(tmp_path / "in.txt")]) == 2
+    assert message in capsys.readouterr().err

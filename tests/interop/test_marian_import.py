@@ -249,3 +249,15 @@ def test_a_pickled_module_is_refused_without_pytorchs_advice(tokenizer_files, tm
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "cannot be read as plain tensors" in err, err
     assert "\x1b" not in err and "weights_only" not in err, err
+
+
+def test_an_edited_vocabulary_that_outgrows_the_model_is_refused_at_load(tokenizer_files, tmp_path):
+    from aiayn.decode.translator import Translator
+
+    out = import_marian(make_marian(tmp_path / "hf", tokenizer_files["shared"]), tmp_path / "out")
+    vocab = json.loads((out / "vocab.json").read_text())
+    size = json.loads((out / "config.json").read_text())["model"]["vocab_size"]
+    vocab["an extra piece"] = size + 4
+    (out / "vocab.json").write_text(json.dumps(vocab))
+    with pytest.raises(AiaynError, match=rf"vocab.json: the tokenizer's source vocabulary has {size + 5} "):
+        Translator.load(out)
