@@ -30,9 +30,9 @@ from torch import nn
 
 from aiayn.config import RunConfig
 from aiayn.errors import AiaynError
-from aiayn.model.io import check_model_out, save_model_dir
+from aiayn.model.io import check_fits, check_model_out, save_model_dir, weight_shapes
 from aiayn.model.transformer import Transformer
-from aiayn.safe_io import fsync_dir, fsync_file, read_json_object
+from aiayn.safe_io import building_directory, fsync_dir, fsync_file, read_json_object
 
 CHECKPOINTS, WEIGHTS, STATE = "checkpoints", "model.safetensors", "trainer_state.pt"
 RUN_INFO, RUN_CONFIG, RUN_SPM = "run.json", "config.yaml", "spm.model"
@@ -180,9 +180,26 @@ def average_run(run_dir: str | Path, last: int | None = None, out_dir: str | Pat
     paths = list_checkpoints(run)[-last:]
     if not paths:
         raise AiaynError(f"{run}: no checkpoints in {run / CHECKPOINTS}")
+    newest = paths[-1] / WEIGHTS  # config.yaml against it before anything is allocated
+    check_fits(config.model, weight_shapes(newest), f"{run / RUN_CONFIG} and {newest}")
+    langs = _run_facts(run)
     model = average_weights(paths, Transformer(config.model))
-    info = read_json_object(run / RUN_INFO) if (run / RUN_INFO).is_file() else {}
-    langs = {k: info[k] for k in ("src_lang", "tgt_lang", "task", "parse") if info.get(k)}
-    averaged = [p.name for p in paths]
     spm = run / RUN_SPM if (run / RUN_SPM).is_file() else None
-    return save_model_dir(model, out_dir or run / "model", spm_path=spm, averaged=averaged, **langs)
+    out = Path(out_dir or run / "model")
+    with building_directory(out) as work:  # swapped whole: a killed run leaves the old model or the new
+        save_model_dir(model, work, spm_path=spm, averaged=[p.name for p in paths], **langs)
+        for entry in out.iterdir() if out.is_dir() else ():  # what else was there (evaluate's eval/)
+            if not (work / entry.name).exists():
+                (shutil.copytree if entry.is_dir() else shutil.copy2)(entry, work / entry.name)
+    return out
+
+
+def _run_facts(run: Path) -> dict[str, Any]:
+    """run.json's languages, task and parse settings for the model's config.json, each checked as a
+    config value is: a wrong type is a one-line error here, not a TypeError in a later command."""
+    info = read_json_object(run / RUN_INFO) if (run / RUN_INFO).is_file() else {}
+    kinds = {"src_lang": str, "tgt_lang": str, "task": str, "parse": dict}
+    for key, kind in kinds.items():
+        if info.get(key) is not None and not isinstance(info[key], kind):
+            raise AiaynError(f"{run / RUN_INFO}: {key} must be a {kind.__name__}, got {info[key]!r}")
+    return {key: info[key] for key in kinds if info.get(key)}
