@@ -80,3 +80,18 @@ def test_the_split_stops_as_soon_as_a_limit_is_past(client, monkeypatch, text, m
     response = client.post("/v1/translate/stream", json={"text": text})
     assert response.status_code == 413 and response.json() == {"detail": message}
     assert len(calls) <= 5
+
+
+def test_any_failure_of_a_sentence_is_an_error_event(caplog):
+    """Issue 38 item 6: a failure other than a client's or aiayn's own dropped the connection."""
+
+    async def failing(items, options, costs):
+        raise IndexError("index 90 is out of bounds")
+
+    async def events():
+        doc = document.split_document("Sol. Luna.", "es")
+        return [e async for e in stream.sentence_events(doc, [1, 2], None, [1, 1], failing)]
+
+    sent = asyncio.run(events())
+    assert len(sent) == 1 and sent[0].startswith(b"event: error\n"), sent
+    assert b"internal error" in sent[0] and "IndexError" in caplog.text

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
@@ -30,6 +31,8 @@ from aiayn.errors import AiaynError
 from aiayn.serve.batch import items_of
 from aiayn.serve.limits import ClientError, ServeSettings, text_costs
 from aiayn.serve.schemas import StreamRequest, too_long
+
+log = logging.getLogger("aiayn.serve")
 
 Submit = Callable[[list[Any], Any, list[int]], Coroutine]  # (items, options, costs) -> results
 
@@ -110,6 +113,10 @@ async def sentence_events(
                 return
             except AiaynError as err:
                 yield event("error", {"detail": str(err), "index": i})
+                return
+            except Exception:  # a bug: still an event the client reads, and the traceback in the log
+                log.exception("sentence %d of a streamed document failed", i)
+                yield event("error", {"detail": "internal error (the server's log has it)", "index": i})
                 return
             texts.append(result.text)
             yield event(
