@@ -116,7 +116,7 @@ def test_translate_never_empties_its_input_or_an_old_output(toy_model_dir, tmp_p
     assert "is the input file" in err[0] and "is the input file" in err[1] and "is the input file" in err[2]
     assert "adir: is a directory; name a file" in err[3] and "no such directory" in err[4]
     assert "--input " in err[5] and "adir: is a directory, not a file" in err[5]
-    assert "the prefix file has 3 lines; " in err[6] and "has 2: they must match" in err[6]
+    assert f"--prefix-file {tmp_path / 'prefix.txt'} has 3 lines; {tmp_path / 'in.txt'} has 2" in err[6]
     assert (tmp_path / "in.txt").read_text(encoding="utf-8") == text
     assert (tmp_path / "prefix.txt").read_text(encoding="utf-8") == "a\nb\nc\n"
     assert (tmp_path / "out.txt").read_text(encoding="utf-8") == "old output\n"
