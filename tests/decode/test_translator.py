@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
+from aiayn.config import ModelConfig
+from aiayn.decode.stepper import source_limit
 from aiayn.decode.translator import Translation, Translator, token_batches
 from aiayn.errors import AiaynError
 from toy_translation import toy_pairs
@@ -104,3 +108,34 @@ def test_token_batches_pack_by_padded_size():
     for b in batches:
         assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 12
     assert token_batches([50], 10) == [[0]]  # too long for any batch: alone
+
+
+def test_a_sentence_far_longer_than_the_training_ones_is_split_with_a_warning(translator):
+    """Issue 38 item 15: a model directory that records its longest training source (config.json's
+    longest_source) translates a text over twice that in sentences, as an over-long text."""
+    text = "el perro come. el gato bebe agua."
+    n = len(translator.encode([text])[0])
+    trained = Translator(
+        translator.model, translator.tokenizer, {**translator.info, "longest_source": n // 2 - 1}
+    )
+    limit = 2 * (n // 2 - 1)
+    with pytest.warns(
+        UserWarning, match=rf"text 1 has {n} tokens, over the limit of {limit}: translated in 2 parts"
+    ):
+        (out,) = trained.translate([text], beam_size=2)
+    assert out == " ".join(translator.translate(["el perro come.", "el gato bebe agua."], beam_size=2))
+    roomy = Translator(translator.model, translator.tokenizer, {**translator.info, "longest_source": n})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no split, no warning: within reach of what it was trained on
+        assert roomy.translate([text], beam_size=2) == translator.translate([text], beam_size=2)
+
+
+@pytest.mark.parametrize(
+    ("positions", "longest", "limit"),
+    [("sinusoidal", None, 1024), ("sinusoidal", 100, 200), ("sinusoidal", 600, 1024),
+     ("sinusoidal", True, 1024), ("sinusoidal", "100", 1024), ("sinusoidal", 0, 1024),
+     ("learned", 100, 64), ("learned", 20, 40)],
+)  # fmt: skip
+def test_the_source_limit_is_the_models_and_twice_the_longest_training_source(positions, longest, limit):
+    config = ModelConfig(vocab_size=40, positions=positions, max_positions=64)
+    assert source_limit(config, longest) == limit

@@ -6,12 +6,13 @@ import json
 import pytest
 import yaml
 
+from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import AiaynError
 from aiayn.model import io as model_io
 from aiayn.model.io import load_model_dir
 from aiayn.train.checkpoint import average_run
 from aiayn.train.trainer import train
-from toy_translation import tiny_config
+from toy_translation import REVERSED_LANGUAGE, tiny_config, word_for_word
 
 
 @pytest.fixture
@@ -58,4 +59,19 @@ def test_run_json_values_are_checked_as_config_values(run):
     info = json.loads((run / "run.json").read_text())
     (run / "run.json").write_text(json.dumps({**info, "src_lang": ["es"]}))
     with pytest.raises(AiaynError, match=r"run.json: src_lang must be a str, got \['es'\]"):
+        average_run(run)
+
+
+def test_the_longest_training_source_reaches_the_model_directory(run, data_dir):
+    """Issue 38 item 15: run.json and the averaged model's config.json record the most source tokens
+    (EOS included) of a training pair, counted here from the pairs themselves."""
+    pairs = word_for_word(240, 1, REVERSED_LANGUAGE, (2, 9), reverse=True)  # write_data_dir's train split
+    tokenizer = Tokenizer.load(data_dir / "spm.model")
+    longest = max(len(ids) + 1 for ids in tokenizer.encode([src for src, _ in pairs]))
+    assert json.loads((run / "run.json").read_text())["longest_source"] == longest
+    out = average_run(run, last=1)
+    assert json.loads((out / "config.json").read_text())["longest_source"] == longest
+    info = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**info, "longest_source": "12"}))
+    with pytest.raises(AiaynError, match=r"run.json: longest_source must be a int, got '12'"):
         average_run(run)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -31,9 +31,18 @@ from aiayn.runtime.native_step import decode_step
 SOURCE_LIMIT = 1024
 
 
-def source_limit(config: ModelConfig) -> int:
-    """The most source tokens (EOS included) the model is given: its learned table, or SOURCE_LIMIT."""
-    return config.max_positions if config.positions == "learned" else SOURCE_LIMIT
+TRAINED_REACH = 2  # a source up to this many times the longest training source is translated whole
+
+
+def source_limit(config: ModelConfig, longest_source: Any = None) -> int:
+    """The most source tokens (EOS included) the model is given: its learned table, or SOURCE_LIMIT;
+    and for a model whose config.json records its longest training source (`longest_source`, which
+    `aiayn average` writes), at most TRAINED_REACH times that: a decoder given far more than it ever
+    saw stops short, so a longer text is split (aiayn.decode.inputs) rather than cut short."""
+    limit = config.max_positions if config.positions == "learned" else SOURCE_LIMIT
+    if isinstance(longest_source, int) and not isinstance(longest_source, bool) and longest_source > 0:
+        limit = max(2, min(limit, TRAINED_REACH * longest_source))
+    return limit
 
 
 def target_limit(config: ModelConfig) -> int:

@@ -155,7 +155,7 @@ class Translator:
         source limit (aiayn.decode.inputs.source_units); [] for an empty text. `pieces`: the texts'
         ids, when they were tokenized already."""
         language = self.info.get("src_lang") or "en"
-        limit = source_limit(self.config)
+        limit = source_limit(self.config, self.info.get("longest_source"))
         return source_units(
             texts, self.tokenizer, limit, self.config.eos_id, language, on_split or _warn_split, pieces
         )

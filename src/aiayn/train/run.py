@@ -1,7 +1,8 @@
 """The run directory: resolved config, run metadata, resume detection and `--init-from`.
 
 RUN_DIR/config.yaml      the RunConfig actually used (vocab_size from the data's spm.model)
-RUN_DIR/run.json         the data directory, languages, world size, the model started from
+RUN_DIR/run.json         the data directory, languages, world size, the model started from, the
+                         longest training source (tokens with EOS: translating splits far longer ones)
 RUN_DIR/spm.model        a copy of the data's SentencePiece model (for `aiayn average`)
 RUN_DIR/checkpoints/     see checkpoint.py
 """
@@ -68,14 +69,14 @@ def _is_run_info(path: Path) -> bool:
     return isinstance(info, dict) and "data_dir" in info
 
 
-def _recorded(run_dir: Path, key: str) -> str | None:
-    """The path that run.json records under `key` (None when it records none or cannot be read)."""
+def _recorded(run_dir: Path, key: str, kind: type = str):
+    """What run.json records under `key`, a `kind` (None when it records none or cannot be read)."""
     try:
         info = json.loads((run_dir / RUN_INFO).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     found = info.get(key) if isinstance(info, dict) else None
-    return found if isinstance(found, str) else None
+    return found if isinstance(found, kind) else None
 
 
 def check_run_dir(run_dir: Path, data_dir: Path) -> None:
@@ -136,12 +137,26 @@ def write_run_files(
         "tgt_lang": meta.get("tgt_lang"),
         "world_size": world_size,
         "init_from": given,
+        "longest_source": _longest_source(
+            data, _recorded(run_dir, "longest_source", int) if resuming else None
+        ),
     }
     if meta.get("task") == "parse":  # the model directory says what it is (aiayn.parse.parser)
         info.update(task="parse", parse=meta.get("parse"))
     atomic_write_text(run_dir / RUN_INFO, json.dumps(info, indent=2) + "\n")
     config.to_yaml(run_dir / RUN_CONFIG)
     atomic_copy(data.spm_path, run_dir / RUN_SPM)
+
+
+def _longest_source(data: DataDir, before) -> int | None:
+    """The most source tokens (EOS included) of a training pair, over this data and, on a resumed run,
+    the data it was trained on before (`before`, from run.json); None without a train split."""
+    try:
+        longest = int(data.tokens("train").src_lengths.max(initial=0)) if data.prepared else 0
+    except AiaynError:
+        longest = 0  # no train split: the trainer says so
+    longest = max(longest, before or 0)
+    return longest or None
 
 
 def check_lengths(data_dir: Path, model: ModelConfig, max_tokens: int) -> None:
