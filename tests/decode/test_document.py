@@ -115,6 +115,33 @@ def test_no_non_breaking_prefix_is_as_long_as_a_long_words_ends():
 
 def test_paragraph_count_counts_paragraphs_with_words():
     assert document.paragraph_count("a\n\n\nb c.\n \t\n\n\u3000\n\nd") == 3
+    assert document.paragraph_count("a\n\n\nb c.\n \t\n\n\u3000\n\nd", most=1) == 2  # stops past `most`
     assert document.paragraph_count("\n\n") == document.paragraph_count("") == 0
     text = "One. Two.\n\n \n\nThree.\n\n"
     assert document.paragraph_count(text) == len(split_document(text).shape) == 2
+
+
+TRICKY = ["Sr.", "e.g.", "¿Qué?", "«Hola»", '"Yes."', "(A)", "1.", "3", "日本。", "😀.", "...", "a.b.",
+          "U.S.", "\n\n", "\n", "ü.", "Él", "él", "the", "end.", "end!", "x" * 80 + ".", "“Quote”", "‘a’",
+          "\t", "—"]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_bounds_found_without_splitting_hold_for_the_split(seed):
+    """bounds(): the longest word and the characters besides spaces exactly, and no more unbroken
+    characters than the longest sentence that split_document finds (issue 38: the server refuses on
+    them before splitting, so a document they refuse is one the split would refuse too)."""
+    rng = random.Random(seed)
+    text = " ".join(rng.choice(TRICKY) for _ in range(rng.randint(1, 400)))
+    found, words = document.bounds(text), text.split()
+    assert found.longest_word == max(map(len, words), default=0)
+    assert found.solid == sum(map(len, words))
+    sentences = split_document(text, rng.choice(["en", "es", "de"])).sentences
+    assert found.unbroken <= max(map(len, sentences), default=0)
+
+
+def test_bounds_count_what_no_sentence_end_can_cut():
+    assert document.bounds(". " * 5000).unbroken == 5000  # no word may open a sentence
+    assert document.bounds("a b. C d").unbroken == 3  # "a b." before the capital
+    assert document.bounds("a b.\nc d").unbroken == 3  # a line break may end a paragraph
+    assert document.bounds("").unbroken == document.bounds("").longest_word == 0

@@ -12,6 +12,8 @@ import pytest
 from aiayn.decode import document
 from aiayn.serve import ServeSettings, stream
 
+PARAGRAPHS = "paragraphs, so as many sentences at least"
+
 
 @pytest.fixture(scope="module")
 def settings() -> ServeSettings:
@@ -26,7 +28,13 @@ def settings() -> ServeSettings:
             "sol " * 6000,
             "the document has 18000 characters besides spaces; the limit is 16000 (8 sentences of 2000)",
         ),
-        ("Sol.\n\n" * 9, "the document has 9 paragraphs, so as many sentences at least; the limit is 8"),
+        (". " * 5000, "a sentence of the document has at least 5000 characters; the limit is 2000"),
+        ("tú." + " él" * 999, "a sentence of the document has at least 2001 characters; the limit is 2000"),
+        ("Sol.\n\n" * 9, "the document has over 8 paragraphs, so as many sentences at least; the limit is 8"),
+        (
+            "a\n\n" * 15_000,
+            "the document has over 8 paragraphs, so as many sentences at least; the limit is 8",
+        ),
     ],
 )
 def test_what_no_split_brings_within_the_limits_is_refused_before_splitting(
@@ -62,7 +70,7 @@ def test_the_document_is_split_off_the_event_loop(client, monkeypatch):
 @pytest.mark.parametrize(
     "text, message",
     [
-        (". " * 7_000, "sentence 1 has at least 2047 characters; the limit is 2000"),
+        ("Sr. Pérez " * 700, "sentence 1 has at least 2559 characters; the limit is 2000"),
         ("Sol. " * 3_000, "the document has over 8 sentences; the limit is 8"),
     ],
 )

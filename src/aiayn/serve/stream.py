@@ -26,7 +26,13 @@ import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
-from aiayn.decode.document import Document, join_document, paragraph_count, split_document
+from aiayn.decode.document import (
+    Document,
+    bounds,
+    join_document,
+    paragraph_count,
+    split_document,
+)
 from aiayn.errors import AiaynError
 from aiayn.serve.batch import items_of
 from aiayn.serve.limits import ClientError, ServeSettings, text_costs
@@ -43,27 +49,30 @@ def event(name: str, data: dict[str, Any]) -> bytes:
 
 
 def check_before_splitting(text: str, settings: ServeSettings) -> None:
-    """ClientError 413 for a document that no split brings within the limits, found in one pass:
-    a word over max_chars (a sentence holds whole words), more characters besides spaces than
-    max_batch sentences of max_chars hold, more paragraphs with words than max_batch sentences."""
-    words = text.split()
-    longest = max(map(len, words), default=0)
-    if longest > settings.max_chars:
-        raise ClientError(413, too_long("a word of the document", longest, settings.max_chars))
-    chars, most = sum(map(len, words)), settings.max_batch * settings.max_chars
-    if chars > most:
+    """ClientError 413 for a document that no split brings within the limits, found in a few linear
+    passes (aiayn.decode.document.bounds): a word over max_chars (a sentence holds whole words), more
+    characters besides spaces than max_batch sentences of max_chars hold, a stretch of over max_chars
+    where no sentence can end, more paragraphs with words than max_batch sentences."""
+    found, longest, most = bounds(text), settings.max_chars, settings.max_batch
+    if found.longest_word > longest:
+        raise ClientError(413, too_long("a word of the document", found.longest_word, longest))
+    if found.solid > most * longest:
         raise ClientError(
             413,
-            f"the document has {chars} characters besides spaces; the limit is {most} "
-            f"({settings.max_batch} sentences of {settings.max_chars})",
+            f"the document has {found.solid} characters besides spaces; the limit is {most * longest} "
+            f"({most} sentences of {longest})",
         )
-    paragraphs = paragraph_count(text)
-    if paragraphs > settings.max_batch:
-        raise ClientError(
-            413,
-            f"the document has {paragraphs} paragraphs, so as many sentences at least; "
-            f"the limit is {settings.max_batch}",
+    if found.unbroken > longest:
+        detail = (
+            f"a sentence of the document has at least {found.unbroken} characters; the limit is {longest}"
         )
+        raise ClientError(413, detail)
+    paragraphs = paragraph_count(text, most)
+    if paragraphs > most:
+        detail = (
+            f"the document has over {most} paragraphs, so as many sentences at least; the limit is {most}"
+        )
+        raise ClientError(413, detail)
 
 
 def split_checked(body: StreamRequest, language: str, settings: ServeSettings) -> Document:
