@@ -56,6 +56,10 @@ class ModelConfig(Serializable):
     # tensor2tensor and Marian, and what CTranslate2 and every OPUS-MT tool assume; None: bos_id,
     # a learned <s> embedding (fairseq's way, and aiayn's models trained before the zero start).
     decoder_start_id: int | None = PAD_ID
+    # Self-attention restricted to a neighbourhood of r positions (Table 1's fourth row, section 7;
+    # aiayn.model.window): the encoder's sees i - r ... i + r, the decoder's i - r ... i (itself and
+    # the r before it). Cross-attention stays full. None: full attention, the paper's models.
+    attention_window: int | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -112,7 +116,7 @@ class ModelConfig(Serializable):
         for name in ("vocab_size", "d_model", "d_ff", "n_heads", "n_layers", "max_positions"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("d_k", "d_v"):
+        for name in ("d_k", "d_v", "attention_window"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive or null, got {getattr(self, name)}")
         if (self.d_k is None or self.d_v is None) and self.d_model % self.n_heads:

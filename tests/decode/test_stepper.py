@@ -80,6 +80,20 @@ def test_cached_equals_uncached(style):
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
 
 
+def test_beam_search_on_a_windowed_model_equals_the_uncached_search():
+    """Restricted self-attention (r = 2): the ring-buffer cache, reordered by the beams as it wraps,
+    against the decoder re-run over each whole prefix, and through `decode_batch` (Python steps)."""
+    model, src = tiny_model(attention_window=2), sources([7, 3, 9, 5])
+    cached = run(TransformerStepper, model, src, 4, n_best=4, max_len=14)
+    uncached = run(UncachedStepper, model, src, 4, n_best=4, max_len=14)
+    for a, b in zip(cached, uncached, strict=True):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+    assert max(len(h.tokens) for hyps in cached for h in hyps) > 3  # past the window's 3 slots
+    best = decode_batch(model, src, DecodeConfig(beam_size=4, n_best=1, max_len_a=0, max_len_b=14))
+    assert [hyps[0].tokens for hyps in best] == [hyps[0].tokens for hyps in cached]
+
+
 def test_wide_beam_equals_exhaustive_search_scored_by_the_full_forward_pass():
     """vocab 8: tokens 1, 4..7 and EOS; every output of <= 3 tokens scored by model(src, tgt_in)."""
     model, src = tiny_model(vocab=8), sources([5], vocab=8)

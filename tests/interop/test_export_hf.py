@@ -160,6 +160,15 @@ def test_inexpressible_models_are_refused(tmp_path, spm_model, capsys):
     assert "Marian cannot express" in capsys.readouterr().err
 
 
+def test_a_windowed_model_is_refused_in_one_line_before_any_writing(tmp_path, spm_model, capsys):
+    """Marian, Transformers and CTranslate2 (which converts the export) have no restricted attention."""
+    random_model(tmp_path, spm_model, attention_window=4)
+    assert main(["export-hf", str(tmp_path / "model"), str(tmp_path / "hf")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "attention_window=4" in err and "restricted to a window" in err
+    assert not (tmp_path / "hf").exists()
+
+
 def test_file_names_in_config_json_stay_inside_the_model_directory(tmp_path, spm_model, capsys):
     """A model directory from someone else cannot make export-hf copy a file of yours into its output."""
     random_model(tmp_path, spm_model)

@@ -45,6 +45,24 @@ def test_fused_and_explicit_attention_give_the_same_logits():
     torch.testing.assert_close(model(images), model.attention_maps(images)[0], atol=1e-5, rtol=1e-5)
 
 
+def test_small_patches_with_an_attention_window():
+    """2 x 2 patches: 196 tokens + the class token, each attending to r = 14 on either side (one row
+    of the grid); the blocked path equals the dense band of the attention maps, and in one layer
+    the class token reads only the first r patches."""
+    model = VisionTransformer(tiny_config(patch_size=2, attention_window=14, n_layers=1))
+    torch.nn.init.normal_(model.head.weight)
+    model.eval()
+    images = torch.rand(3, 1, 28, 28)
+    logits, weights = model.attention_maps(images)
+    torch.testing.assert_close(model(images), logits, atol=1e-5, rtol=1e-5)
+    assert weights[0].shape == (3, 4, 197, 197) and weights[0][:, :, 0, 15:].abs().max() == 0
+    far = images.clone()
+    far[:, :, 20:] = 0.5  # rows 10..13 of the 14 x 14 grid: tokens far past the class token's window
+    torch.testing.assert_close(model(far), model(images), atol=1e-6, rtol=0)
+    with pytest.raises(ConfigError, match="attention_window must be positive or null, got 0"):
+        tiny_config(attention_window=0)
+
+
 def test_parameter_count_matches_the_architecture():
     c = tiny_config(patch_size=7)
     d, f, n = c.d_model, c.d_ff, c.n_patches

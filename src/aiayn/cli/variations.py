@@ -21,8 +21,8 @@ def add_variations(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--rows",
         default="A,B,C,D,E,big",
-        help="groups (A-E, big) or row names (A-h1, C-N2, ...), comma-separated; base always runs "
-        "(default: A,B,C,D,E,big)",
+        help="groups (A-E, big; W: restricted self-attention, r = 4, 8, 16) or row names (A-h1, C-N2, "
+        "W-r4, ...), comma-separated; base always runs (default: A,B,C,D,E,big)",
     )
     p.add_argument(
         "--preset",

@@ -47,6 +47,8 @@ from aiayn.tokenizers import load_tokenizer
 def marian_incompatibilities(config: ModelConfig) -> list[str]:
     """The options of `config` that MarianMTModel cannot express (empty: it exports exactly)."""
     problems = []
+    if config.attention_window is not None:  # Marian, Transformers and CTranslate2 attend in full
+        problems.append(f"self-attention restricted to a window (attention_window={config.attention_window})")
     if config.norm_first:
         problems.append("pre-norm layers (norm_first=true)")
     if config.use_final_norm:

@@ -1,5 +1,6 @@
-"""Attention (section 3.2): scaled dot-product attention (Eq. 1), multi-head attention (3.2.2) and
-the key/value caches that make incremental decoding cost one position per step.
+"""Attention (section 3.2): scaled dot-product attention (Eq. 1) and multi-head attention (3.2.2),
+full or restricted to a window (Table 1, `aiayn.model.window`), with the key/value caches of
+`aiayn.model.cache` that make incremental decoding cost one position per step.
 
 Masks follow PyTorch's convention: a boolean tensor broadcastable to (batch, heads, q_len, k_len)
 where True means "may attend".
@@ -14,6 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from aiayn.model.cache import KVCache
+from aiayn.model.window import band_mask, window_attention
 
 # The fused kernels PyTorch may pick on a GPU, cuDNN's left out: it builds an execution plan for every
 # new shape, 0.13 s each on an H100 (torch 2.11, measured: BENCHMARKS.md, "GPU"), and token-bucketed
@@ -82,65 +86,6 @@ def scaled_dot_product_attention(
     return out, weights
 
 
-class KVCache(nn.Module):
-    """Keys and values of decoder self-attention for positions decoded so far (preallocated).
-
-    Buffers are (batch, heads, max_len, d_k) and (batch, heads, max_len, d_v); `append` writes the
-    new step in place and returns views of everything up to it, so a decoding step never copies
-    the whole prefix.
-    """
-
-    def __init__(
-        self,
-        batch: int,
-        heads: int,
-        max_len: int,
-        d_k: int,
-        dtype: torch.dtype,
-        device,
-        d_v: int | None = None,
-    ):
-        super().__init__()
-        self.k = torch.empty(batch, heads, max_len, d_k, dtype=dtype, device=device)
-        self.v = torch.empty(batch, heads, max_len, d_v or d_k, dtype=dtype, device=device)
-        self.length = 0
-
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """k (batch, heads, new, d_k), v (batch, heads, new, d_v) -> all cached keys and values."""
-        end = self.length + k.size(2)
-        if end > self.k.size(2):
-            raise RuntimeError(f"KV cache holds {self.k.size(2)} positions; step {end} does not fit")
-        self.k[:, :, self.length : end] = k
-        self.v[:, :, self.length : end] = v
-        self.length = end
-        return self.k[:, :, :end], self.v[:, :, :end]
-
-    def reorder(self, index: Tensor) -> None:
-        """Rows follow `index` (batch',): beam search keeps the prefixes it selected.
-
-        When batch' is smaller than the buffer (finished sentences dropped) the buffers shrink; only
-        the positions decoded so far are copied, not the whole capacity (|source| + 300 when parsing).
-        Otherwise only the rows that take another row's prefix are copied: on the CPU the cache is
-        larger than the caches, and beam search keeps most rows in place (`aiayn.decode.search`).
-        """
-        if index.numel() != self.k.size(0):
-            self.k, self.v = self._gathered(self.k, index), self._gathered(self.v, index)
-            return
-        moved = (index != torch.arange(index.numel(), device=index.device)).nonzero()[:, 0]  # (m,)
-        if moved.numel() == 0:
-            return
-        source = index[moved]
-        for buffer in (self.k, self.v):
-            prefix = buffer[:, :, : self.length]  # a view: index_copy_ writes into the buffer
-            prefix.index_copy_(0, moved, prefix.index_select(0, source))  # gather first: rows overlap
-
-    def _gathered(self, buffer: Tensor, index: Tensor) -> Tensor:
-        """A buffer of rows `index` (batch',) of `buffer`, its first `length` positions filled."""
-        out = buffer.new_empty((index.numel(), *buffer.shape[1:]))
-        out[:, :, : self.length] = buffer[:, :, : self.length].index_select(0, index)
-        return out
-
-
 class MultiHeadAttention(nn.Module):
     """3.2.2: h heads of Eq. 1 on learned projections, concatenated and projected.
 
@@ -148,7 +93,8 @@ class MultiHeadAttention(nn.Module):
     d_model / h (the paper's choice, which keeps the cost of h heads that of one full-size head);
     Table 3 row (B) shrinks d_k alone. Self-attention projects Q, K and V with one fused matmul;
     encoder-decoder attention projects Q from the decoder and K, V (fused) from the encoder output,
-    once per sentence when decoding.
+    once per sentence when decoding. Self-attention with a `window` r sees only the keys within r
+    positions (`aiayn.model.window`; causal: the r before and itself); cross-attention is full.
     """
 
     def __init__(
@@ -159,11 +105,13 @@ class MultiHeadAttention(nn.Module):
         cross: bool = False,
         d_k: int | None = None,
         d_v: int | None = None,
+        window: int | None = None,
     ):
         super().__init__()
         if (d_k is None or d_v is None) and d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.n_heads, self.cross, self.dropout = n_heads, cross, dropout
+        self.window = None if cross else window
         self.d_k, self.d_v = d_k or d_model // n_heads, d_v or d_model // n_heads
         qk, v = n_heads * self.d_k, n_heads * self.d_v
         if cross:
@@ -212,8 +160,10 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """x: (batch, q_len, d_model) -> (batch, q_len, d_model), and the weights if asked.
 
-        Self-attention: `cache` (decoding) appends this step's K, V and attends to all of them.
-        Cross-attention: K, V come from `memory_kv` (precomputed) or are projected from `memory`.
+        Self-attention: `cache` (decoding) appends this step's K, V and attends to all of them
+        (a `WindowCache` holds only the window's). Cross-attention: K, V come from `memory_kv`
+        (precomputed) or are projected from `memory`. `mask` is (batch, 1, 1, k_len) in windowed
+        self-attention: which keys are real.
         """
         if self.cross:
             if memory_kv is not None:
@@ -225,10 +175,36 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 k, v = cache.append(k, v)
         dropout = self.dropout if self.training else 0.0
-        out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal, dropout, need_weights)
+        if self.window is not None and cache is None:
+            out, weights = self._windowed(q, k, v, mask, is_causal, dropout, need_weights)
+        else:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal, dropout, need_weights)
         b, _, t, _ = out.shape
         out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_v)  # (batch, q_len, heads * d_v)
         return self.out_proj(out), weights
+
+    def _windowed(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | None,
+        causal: bool,
+        dropout: float,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Self-attention within the window, q, k (batch, heads, n, d_k), v (..., d_v): by blocks,
+        O(window * n); as Eq. 1 with the dense band mask where the band covers everything anyway
+        (n <= window + 1) or the n x n weights are asked for (attention maps). Either way a query
+        none of whose band is a real key gets a finite, meaningless output."""
+        n = q.size(2)
+        if n > self.window + 1 and not need_weights:
+            return window_attention(q, k, v, self.window, causal, mask, dropout), None
+        band = band_mask(n, self.window, causal, q.device)  # (n, n)
+        if mask is not None:  # (batch, 1, n, n); a padded query with no real key in reach sees its band
+            seen = mask & band
+            band = seen | (band & ~seen.any(dim=-1, keepdim=True))
+        return scaled_dot_product_attention(q, k, v, band, False, dropout, need_weights)
 
     def cached_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """What decoding keeps of the encoder output (n, src_len, d_model) for `forward`'s

@@ -13,7 +13,8 @@ from typing import Protocol
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.model.attention import KVCache, MultiHeadAttention
+from aiayn.model.attention import MultiHeadAttention
+from aiayn.model.cache import KVCache
 from aiayn.model.dropout import dropout
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
@@ -36,6 +37,7 @@ class LayerSettings(Protocol):
     norm_first: bool
     use_final_norm: bool
     layer_norm_eps: float
+    attention_window: int | None  # r of Table 1's restricted self-attention; None: full attention
 
 
 class FeedForward(nn.Module):
@@ -76,7 +78,9 @@ class _Residual(nn.Module):
 
 def _attention(config: LayerSettings, cross: bool = False) -> MultiHeadAttention:
     c = config
-    return MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, cross, c.key_dim, c.value_dim)
+    return MultiHeadAttention(
+        c.d_model, c.n_heads, c.attention_dropout, cross, c.key_dim, c.value_dim, c.attention_window
+    )
 
 
 class EncoderLayer(nn.Module):
@@ -118,8 +122,9 @@ class DecoderLayer(nn.Module):
     ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
         """x (batch, tgt_len, d_model); memory (batch, src_len, d_model).
 
-        Without a cache the self-attention is causal over x (3.2.3: no position sees a later one);
-        with a cache, x holds only the new positions and attends to every cached one.
+        Without a cache the self-attention is causal over x (3.2.3: no position sees a later one),
+        and with an attention window sees only the window's earlier positions; with a cache, x holds
+        only the new positions and attends to every cached one (a window cache keeps the window's).
         Returns x and, if asked, (self-attention weights, cross-attention weights).
         """
         causal = cache is None and x.size(1) > 1

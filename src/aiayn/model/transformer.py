@@ -13,7 +13,8 @@ import torch
 from torch import Tensor, nn
 
 from aiayn.config import ModelConfig
-from aiayn.model.attention import KVCache, MultiHeadAttention
+from aiayn.model.attention import MultiHeadAttention
+from aiayn.model.cache import KVCache, WindowCache
 from aiayn.model.dropout import dropout
 from aiayn.model.embedding import (
     LearnedPositions,
@@ -79,7 +80,8 @@ class Decoder(nn.Module):
 class DecoderState:
     """What incremental decoding carries between steps, for a batch of (sentence x beam) rows.
 
-    self_kv: one KVCache per layer, a row per hypothesis; cross_kv: per layer the encoder's keys
+    self_kv: one KVCache per layer (a WindowCache of the last r + 1 positions with an attention
+    window r), a row per hypothesis; cross_kv: per layer the encoder's keys
     and values (`MultiHeadAttention.cached_kv`: K^T (n, heads, d_k, src_len), V (n, heads, src_len,
     d_v)), computed once, a row per sentence: its `beam` hypotheses query them together;
     memory_mask (n, 1, 1, src_len) or None.
@@ -244,11 +246,15 @@ class Transformer(nn.Module):
 
         memory (n, src_len, d_model), one row per sentence; the state has one row per hypothesis
         (n * beam, sentence-major). Keys and values are projected and kept once per sentence.
+        With an attention window r the self-attention caches hold at most r + 1 positions.
         """
         c = self.config
-        rows = memory.size(0) * beam
+        kind = (memory.dtype, memory.device, c.value_dim)
+        rows, r = memory.size(0) * beam, c.attention_window
         caches = [
-            KVCache(rows, c.n_heads, max_len, c.key_dim, memory.dtype, memory.device, c.value_dim)
+            KVCache(rows, c.n_heads, max_len, c.key_dim, *kind)
+            if r is None
+            else WindowCache(rows, c.n_heads, r, max_len, c.key_dim, *kind)
             for _ in self.decoder.layers
         ]
         cross = [layer.cross_attn.cached_kv(memory) for layer in self.decoder.layers]

@@ -17,7 +17,9 @@ oneDNN-packed weights, so the compiled model had plain ones).
 here (the model knows nothing of it); `decode_step(model, tokens, state)`, which the search's
 stepper calls, runs it when decoding without gradients, in eval mode, and `model.decode_step`
 otherwise. It holds the model's weights by reference: attach after the weights are final
-(`Translator.load` does). A layer or Parameter put in place of one of the model's, or a weight
+(`Translator.load` does). A model with an attention window (`aiayn.model.window`) is declined: its
+decoder keeps a ring buffer of the window's keys and values, which the native step does not read.
+A layer or Parameter put in place of one of the model's, or a weight
 moved or cast, sends decoding back to Python; a copy or a pickle of the model decodes in Python
 until attached again. Any failure after the library is loaded (building the decoder, its first
 one-row step, a later step) leaves decoding in Python, with the reason.
@@ -176,6 +178,10 @@ def attach_native_decoder(model: Transformer) -> str:
     weight = model.output_weight
     if weight.device.type != "cpu" or weight.dtype != torch.float32:
         return "not a float32 CPU model"
+    if (
+        model.config.attention_window is not None
+    ):  # its step keeps every position: the window cache is Python's
+        return f"a windowed model (attention_window={model.config.attention_window}): {FALLBACK}"
     if not native_build.load():
         return native_build.reason()
     try:

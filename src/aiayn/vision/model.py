@@ -46,6 +46,9 @@ class VisionConfig(Serializable):
     activation: str = "gelu"
     norm_first: bool = True  # ViT is pre-norm; the encoder then ends with a final LayerNorm
     positions: str = "learned"  # learned (ViT) | sinusoidal (2-D, after 3.5)
+    # Self-attention within r positions of the raster order (class token first; aiayn.model.window),
+    # for small patches: 2 x 2 gives 196 tokens. None: full attention.
+    attention_window: int | None = None
     pixel_mean: float = 0.2860  # inputs in [0, 1] are normalised with these (Fashion-MNIST's)
     pixel_std: float = 0.3530
 
@@ -66,6 +69,8 @@ class VisionConfig(Serializable):
             )
         if self.positions == "sinusoidal" and self.d_model % 4:
             raise ConfigError(f"2-D sinusoidal positions need d_model divisible by 4, got {self.d_model}")
+        if self.attention_window is not None and self.attention_window < 1:
+            raise ConfigError(f"attention_window must be positive or null, got {self.attention_window}")
         if self.stem_channels < 0:
             raise ConfigError(f"stem_channels must be 0 (plain patches) or more, got {self.stem_channels}")
         if self.n_classes < 2:

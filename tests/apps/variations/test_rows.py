@@ -116,6 +116,18 @@ def test_row_selection():
             select_rows(empty)
 
 
+def test_window_rows_run_by_name_and_change_the_attention_window_alone():
+    """Group W (restricted self-attention, Table 1) is not the paper's: never by default, no figures."""
+    assert [r.name for r in select_rows("W")] == ["base", "W-r4", "W-r8", "W-r16"]
+    assert [r.name for r in select_rows("w-r8")] == ["base", "W-r8"]
+    assert all(r.group != "W" for r in select_rows(None))
+    reference = reference_config("tiny", [])
+    for r, row in zip((4, 8, 16), select_rows("W")[1:], strict=True):
+        config = row_config(row, reference)
+        assert config.model == reference.model.replace(attention_window=r) and config.train == reference.train
+        assert row.ppl_dev is row.bleu_dev is row.params_m is None
+
+
 def test_a_row_that_does_not_fit_the_reference_says_which():
     reference = reference_config("tiny", ["d_model=40", "d_ff=64"])  # h 4: A-h32 becomes h 16
     with pytest.raises(AiaynError, match="row A-h32 does not fit the reference model: d_model=40 is not div"):

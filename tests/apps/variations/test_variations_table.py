@@ -5,7 +5,7 @@ CSV, and the caption's recipe."""
 import csv
 import io
 
-from aiayn.apps.variations.table import COLUMNS, HEADER, SETTINGS, to_csv, to_markdown
+from aiayn.apps.variations.table import COLUMNS, HEADER, SETTINGS, plot_bleu_vs_params, to_csv, to_markdown
 
 TRAIN = {"update_tokens": 4096, "warmup_steps": 400, "lr_peak": None}
 DECODE = {"beam_size": 4, "alpha": 0.6}
@@ -33,6 +33,14 @@ def test_a_setting_equal_to_base_is_left_blank_and_every_figure_printed():
     assert a[HEADER.index("h")] == "8" and a[HEADER.index("d_model")] == ""  # only the change shows
     assert a[-6:] == ["5.13", "12.35", "9.88", "4.92", "25.8", "65"]
     assert e[1] == "learned positions" and e[HEADER.index("PPL (dev)")] == "inf"
+
+
+def test_a_windowed_row_shows_its_window_and_no_paper_figures(tmp_path):
+    none = dict.fromkeys(("paper_ppl_dev", "paper_bleu_dev", "paper_params_M"))
+    results = [row("base"), row("W-r8", attention_window=8, **none)]
+    w = cells(to_markdown(results, "tiny", "600 updates"), "W-r8")
+    assert w[1] == "attention window r=8" and w[-6:] == ["5.13", "12.35", "9.88", "", "", ""]
+    assert plot_bleu_vs_params(results, tmp_path / "plot.png").stat().st_size > 0
 
 
 def test_the_caption_says_how_the_figures_were_made():

@@ -26,6 +26,10 @@ paper's; with another reference (`row_config`):
   paper's rows had; without `lr_peak` Eq. 3 applies it by itself.
 
 Every row is trained for the same budget; the paper gave big three times base's steps.
+
+Group W is not in Table 3: self-attention restricted to r = 4, 8 and 16 positions (Table 1's fourth
+row, section 7's plan; `ModelConfig.attention_window`), r as it is at any scale, beside full
+attention. Its rows have no paper figures (None) and run only when asked for (`--rows W`).
 """
 
 from __future__ import annotations
@@ -49,11 +53,11 @@ class PaperRow:
     """One line of Table 3: its name here, its group, what it changes at paper scale, the figures."""
 
     name: str
-    group: str  # base, A, B, C, D, E, big
+    group: str  # base, A, B, C, D, E, big; W (not the paper's)
     changes: dict[str, Any] = field(default_factory=dict)  # ModelConfig / TrainConfig field -> value
-    ppl_dev: float = 0.0
-    bleu_dev: float = 0.0
-    params_m: float = PAPER_BASE_PARAMS  # x10^6; the caption's rule where the paper leaves it blank
+    ppl_dev: float | None = 0.0  # None: a row the paper did not train (group W)
+    bleu_dev: float | None = 0.0
+    params_m: float | None = PAPER_BASE_PARAMS  # x10^6; the caption's rule where the paper leaves it blank
 
 
 def _heads(h: int) -> dict[str, Any]:
@@ -87,29 +91,37 @@ PAPER_ROWS: tuple[PaperRow, ...] = (
     PaperRow("big", "big", dict(d_ff=4096, n_heads=16, dropout=0.3, **_width(1024)), 4.33, 26.4, 213),
 )  # fmt: skip
 GROUPS = ("A", "B", "C", "D", "E", "big")
+WINDOW_ROWS: tuple[PaperRow, ...] = tuple(
+    PaperRow(f"W-r{r}", "W", dict(attention_window=r), None, None, None) for r in (4, 8, 16)
+)
+ALL_GROUPS = (*GROUPS, "W")
 
 
 def select_rows(spec: str | None) -> list[PaperRow]:
     """`--rows A,C` -> base and the rows of those groups, in the paper's order.
 
-    Items are group letters (A-E), `big`, `base` or single row names (`C-N2`); base, the reference
-    every row is compared with, is always included.
+    Items are group letters (A-E, and W: restricted self-attention, never by default), `big`,
+    `base` or single row names (`C-N2`, `W-r4`); base, the reference every row is compared with, is
+    always included.
     """
     items = [item.strip() for item in (",".join(GROUPS) if spec is None else spec).split(",") if item.strip()]
     if not items:
-        raise AiaynError(f"--rows {spec!r} names no row; give groups A, B, C, D, E, big or row names")
-    by_name = {row.name.lower(): row for row in PAPER_ROWS}
+        raise AiaynError(f"--rows {spec!r} names no row; give groups A, B, C, D, E, big, W or row names")
+    rows = PAPER_ROWS + WINDOW_ROWS
+    by_name = {row.name.lower(): row for row in rows}
     wanted = {"base"}
     for item in items:
-        if item.upper() in GROUPS or item.lower() == "big":
+        if item.upper() in ALL_GROUPS or item.lower() == "big":
             group = item.upper() if len(item) == 1 else "big"
-            wanted |= {row.name for row in PAPER_ROWS if row.group == group}
+            wanted |= {row.name for row in rows if row.group == group}
         elif item.lower() in by_name:
             wanted.add(by_name[item.lower()].name)
         else:
-            names = ", ".join(row.name for row in PAPER_ROWS)
-            raise AiaynError(f"--rows: unknown row {item!r}; give groups A, B, C, D, E, big or rows: {names}")
-    return [row for row in PAPER_ROWS if row.name in wanted]
+            names = ", ".join(row.name for row in rows)
+            raise AiaynError(
+                f"--rows: unknown row {item!r}; give groups A, B, C, D, E, big, W or rows: {names}"
+            )
+    return [row for row in rows if row.name in wanted]
 
 
 def _scaled(key: str, paper_value: int, reference: ModelConfig) -> int:

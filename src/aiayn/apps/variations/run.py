@@ -217,6 +217,7 @@ def measure_row(
         "paper_bleu_dev": row.bleu_dev,
         "paper_params_M": row.params_m,
         "positions": config.model.positions,
+        "attention_window": config.model.attention_window,
         "budget": budget.to_dict(),
         "train_minutes": round(_trained_seconds(row_dir) / 60, 2),
         "decode_minutes": round((time.monotonic() - began) / 60, 2),
@@ -232,7 +233,10 @@ def measure_row(
 def _describe(config: RunConfig) -> str:
     s = settings(config)
     text = ", ".join(f"{k} {v}" for k, v in s.items())
-    return text + (", learned positions" if config.model.positions == "learned" else "")
+    text += ", learned positions" if config.model.positions == "learned" else ""
+    return text + (
+        f", attention window r={config.model.attention_window}" if config.model.attention_window else ""
+    )
 
 
 def _check_out(out: Path) -> None:

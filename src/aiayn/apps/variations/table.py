@@ -47,9 +47,13 @@ def _cells(result: dict[str, Any], base: dict[str, Any] | None) -> list[str]:
     cells += ["" if same and result[k] == base[k] else str(result[k]) for k in SETTINGS]
     if result.get("positions") == "learned":  # row (E): "positional embedding instead of sinusoids"
         cells[1] = " ".join(filter(None, [cells[1], "learned positions"]))
+    if result.get("attention_window"):  # group W: restricted self-attention (Table 1)
+        cells[1] = " ".join(filter(None, [cells[1], f"attention window r={result['attention_window']}"]))
     ppl = f"{result['ppl_dev']:.2f}" if result["ppl_dev"] is not None else "inf"
     cells += [ppl, f"{result['bleu_dev']:.2f}", f"{result['params_M']:.2f}"]
     paper = result["paper_ppl_dev"], result["paper_bleu_dev"], result["paper_params_M"]
+    if paper[0] is None:  # a row the paper did not train
+        return cells + ["", "", ""]
     return cells + [f"{paper[0]:.2f}", f"{paper[1]:.1f}", f"{paper[2]:g}"]
 
 
@@ -93,6 +97,8 @@ def plot_bleu_vs_params(results: list[dict[str, Any]], out: Path) -> Path:
     )
     for ax, (title, x_key, y_key) in zip(axes, panels, strict=True):
         for r in results:
+            if r[y_key] is None:  # group W on the paper's side
+                continue
             marker = "s" if r["row"] == "base" else "*" if r["row"] == "big" else "o"
             ax.scatter(r[x_key], r[y_key], marker=marker, s=30)
             ax.annotate(r["row"], (r[x_key], r[y_key]), fontsize=7, xytext=(3, 3), textcoords="offset points")
