@@ -135,3 +135,43 @@ def test_what_a_draft_does_not_do(toy_model_dir, drafts, translator, speculative
     spec = speculative["trained"]
     assert spec.translate(TEXTS[:6], beam_size=4) == translator.translate(TEXTS[:6], beam_size=4)
     assert isinstance(spec.draft, Draft)
+
+
+def test_translate_cli_with_a_draft(toy_model_dir, drafts, translator, tmp_path, capsys):
+    from aiayn.cli import main
+
+    (tmp_path / "in.txt").write_text("\n".join(TEXTS[:10]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    command = ["translate", str(toy_model_dir), "-i", str(tmp_path / "in.txt"), "-o", str(out)]
+    assert main([*command, "--draft", str(drafts["trained"]), "--draft-tokens", "3"]) == 0
+    assert out.read_text(encoding="utf-8").splitlines() == translator.translate(TEXTS[:10], beam_size=1)
+    assert "proposed tokens accepted (k=3)" in capsys.readouterr().err
+    for flags, message in (
+        (["--draft", str(drafts["trained"]), "--beam", "4"], "not with --beam > 1"),
+        (["--draft", str(drafts["trained"]), "--sample"], "not with --sample"),
+        (["--draft-tokens", "3"], "--draft-tokens needs --draft"),
+    ):
+        assert main([*command, *flags]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_serve_with_a_draft(toy_model_dir, drafts, translator, monkeypatch, capsys):
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    from aiayn.cli import main
+
+    seen = {}
+
+    def run(server, sockets):
+        with TestClient(server.config.app) as client:
+            body = {"text": TEXTS[:5], "beam_size": 1}
+            seen["greedy"] = client.post("/v1/translate", json=body).json()
+        for sock in sockets:
+            sock.close()
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    assert main(["serve", str(toy_model_dir), "--port", "0", "--draft", str(drafts["trained"])]) == 0
+    assert f", draft {drafts['trained']} on http" in capsys.readouterr().out
+    texts = [t["text"] for t in seen["greedy"]["translations"]]
+    assert texts == translator.translate(TEXTS[:5], beam_size=1)
