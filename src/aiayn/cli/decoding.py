@@ -96,8 +96,8 @@ def decode_config(
         given["n_best"] = n_best
     if getattr(args, "sample", False):
         given["sampling"] = True  # n_best samples need no beam (DecodeConfig checks them so)
+    check_draft(args)
     if getattr(args, "draft", None) is not None:
-        check_draft(args)
         given["beam_size"] = 1  # speculative decoding is greedy search
     return base.replace(**given)
 
