@@ -94,15 +94,15 @@ def _train(model: Transformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]
     model.eval()
 
 
-def build_toy_model_dir(out_dir: Path, steps: int = 400) -> Path:
-    """config.json + model.safetensors + spm.model of the toy translator (2+2 layers, 4 heads)."""
+def build_toy_model_dir(out_dir: Path, steps: int = 400, **model: int) -> Path:
+    """config.json + model.safetensors + spm.model of the toy translator (2+2 layers, 4 heads);
+    `model`: ModelConfig fields changed (a smaller draft model: n_layers=1, decoder_layers=1, ...)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     pairs = toy_pairs(4096)
     tokenizer = Tokenizer.train([x for pair in pairs for x in pair], out_dir / "spm.model", vocab_size=80)
     torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=tokenizer.vocab_size, d_model=32, d_ff=64, n_heads=4, n_layers=2, dropout=0.0
-    )
+    sizes = {"d_model": 32, "d_ff": 64, "n_heads": 4, "n_layers": 2, **model}
+    config = ModelConfig(vocab_size=tokenizer.vocab_size, dropout=0.0, **sizes)
     model = route_linears(Transformer(config))  # products through oneDNN, as aiayn's trainer does
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # matrices this small gain nothing from threads; a busy machine loses a lot

@@ -206,6 +206,7 @@ class TrainConfig(Serializable):
 
 
 MAX_BEAM_SIZE = 1024  # a beam past ~10 buys nothing; past this its score tensors outgrow memory
+MAX_DRAFT_TOKENS = 64  # a draft that long is rarely accepted whole; each proposal costs a draft step
 MIN_TEMPERATURE = 0.01  # below it the scaled logits of a float32 model are no longer finite
 LENGTH_PENALTY_STYLES = ("gnmt", "len", "fairseq")  # see aiayn.decode.search
 
@@ -227,6 +228,7 @@ class DecodeConfig(Serializable):
     n_best: int = 1  # outputs per text: the best of the beam, or samples
     batch_tokens: int = TrainConfig.max_tokens  # source tokens per decoding batch: a training batch's
     sampling: bool = False  # draw n_best samples (as SamplingConfig says) instead of searching
+    draft_tokens: int = 2  # tokens a draft proposes per check (aiayn.decode.speculative; BENCHMARKS.md)
 
     def __post_init__(self) -> None:
         """The one check of the decoding options: the searches below take them as they come."""
@@ -243,6 +245,11 @@ class DecodeConfig(Serializable):
             raise ConfigError(f"max_len_a must be a finite number >= 0, got {self.max_len_a}")
         if self.batch_tokens < 1:
             raise ConfigError(f"batch_tokens (--batch-tokens) must be at least 1, got {self.batch_tokens}")
+        if not 1 <= self.draft_tokens <= MAX_DRAFT_TOKENS:
+            raise ConfigError(
+                f"draft_tokens (--draft-tokens) must be between 1 and {MAX_DRAFT_TOKENS},"
+                f" got {self.draft_tokens}"
+            )
 
 
 @dataclass

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from aiayn.apps.quickstart import QUICKSTART_CORPUS, QUICKSTART_OUT, QUICKSTART_STEPS
 from aiayn.cli import parse as parse_cli
 from aiayn.cli import prepare as prepare_cli
-from aiayn.cli.decoding import add_search_options, decode_config
+from aiayn.cli.decoding import add_draft_options, add_search_options, decode_config, draft_summary
 from aiayn.cli.options import (
     add_device_option,
     add_set_option,
@@ -173,6 +173,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
         "--nbest", type=int, default=DecodeConfig.n_best, help="hypotheses per line (TSV output when > 1)"
     )
     add_search_options(p)
+    add_draft_options(p)
     g = p.add_argument_group("decoding controls")
     g.add_argument("--prefix-file", metavar="F", help="per input line, a start the translation must continue")
     g.add_argument(
@@ -230,7 +231,7 @@ def _run_translate(args: argparse.Namespace) -> None:
     controls = _controls(args)
     check_line_counts(args, controls)
     dirs = args.model_dirs[0] if len(args.model_dirs) == 1 else args.model_dirs
-    translator = Translator.load(dirs, args.device, int8=args.int8)
+    translator = Translator.load(dirs, args.device, int8=args.int8, draft=args.draft)
     with contextlib.ExitStack() as stack:
         lines = stack.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         name = args.input or "<stdin>"
@@ -244,6 +245,7 @@ def _run_translate(args: argparse.Namespace) -> None:
             out.write(translator.translate_document(document, options, **controls))
         else:
             translate_stream(translator, lines, out, sys.stderr, name, options=options, **controls)
+    draft_summary(translator, options)
 
 
 def _regular(path: str) -> bool:

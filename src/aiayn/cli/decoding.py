@@ -5,13 +5,16 @@ data section 6.3's (`aiayn.parse.parser.PARSE_DECODE`), so no default is restate
 from __future__ import annotations
 
 import argparse
+import sys
 
 from aiayn.cli.options import add_device_option, add_renamed_option
 from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
+from aiayn.errors import AiaynError
 
 # flag dest -> DecodeConfig field
 SEARCH_FLAGS = {
     "beam": "beam_size",
+    "draft_tokens": "draft_tokens",
     "alpha": "alpha",
     "length_penalty_style": "length_penalty_style",
     "max_len_a": "max_len_a",
@@ -45,6 +48,41 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
 
 
+def add_draft_options(p: argparse.ArgumentParser, tokens: bool = True) -> None:
+    """--draft (and --draft-tokens): speculative greedy search with a draft model."""
+    p.add_argument(
+        "--draft",
+        metavar="DRAFT_MODEL",
+        help="a smaller model with the same target vocabulary proposes tokens that the model checks in "
+        "one pass: the model's greedy outputs, faster where the draft often agrees (implies --beam 1)",
+    )
+    if tokens:
+        p.add_argument(
+            "--draft-tokens",
+            type=int,
+            help=f"with --draft: tokens proposed per check (default {DecodeConfig.draft_tokens})",
+        )
+
+
+def check_draft(args: argparse.Namespace) -> None:
+    """One line for what a draft does not do: beam search, sampling, steered search, ensembles."""
+    draft = getattr(args, "draft", None)
+    if draft is None:
+        if getattr(args, "draft_tokens", None) is not None:
+            raise AiaynError("--draft-tokens needs --draft DRAFT_MODEL")
+        return
+    refused = [
+        ("--beam > 1", (args.beam or 1) > 1),
+        ("--sample", getattr(args, "sample", False)),
+        ("--prefix-file", getattr(args, "prefix_file", None)),
+        ("--constraints-file", getattr(args, "constraints_file", None)),
+        ("several models", len(getattr(args, "model_dirs", [])) > 1),
+    ]
+    for what, given in refused:
+        if given:
+            raise AiaynError(f"--draft speeds up greedy search of one model: not with {what}")
+
+
 def decode_config(
     args: argparse.Namespace, n_best: int | None = None, base: DecodeConfig | None = None
 ) -> DecodeConfig:
@@ -52,10 +90,19 @@ def decode_config(
     here, before any model loads. With --sample the beam plays no part: n_best samples are drawn
     whatever --beam says."""
     base = base or DecodeConfig()
-    given = {field: getattr(args, dest) for dest, field in SEARCH_FLAGS.items()}
+    given = {field: getattr(args, dest, None) for dest, field in SEARCH_FLAGS.items()}
     given = {field: value for field, value in given.items() if value is not None}
     if n_best is not None:
         given["n_best"] = n_best
     if getattr(args, "sample", False):
         given["sampling"] = True  # n_best samples need no beam (DecodeConfig checks them so)
+    check_draft(args)
+    if getattr(args, "draft", None) is not None:
+        given["beam_size"] = 1  # speculative decoding is greedy search
     return base.replace(**given)
+
+
+def draft_summary(translator, options: DecodeConfig) -> None:
+    """With a draft model, how often the model accepted its proposals (on stderr)."""
+    if translator.draft is not None:
+        print(translator.draft.stats.summary(options.draft_tokens), file=sys.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from aiayn.cli.decoding import add_draft_options
 from aiayn.cli.options import add_device_option
 from aiayn.config import DecodeConfig
 from aiayn.errors import AiaynError
@@ -61,13 +62,14 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, help=text)
     add_device_option(p)
     p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
+    add_draft_options(p, tokens=False)
     p.set_defaults(handler=_run_serve)
 
 
 def _run_serve(args: argparse.Namespace) -> None:
     from aiayn.serve import serve
 
-    serve(args.model_dir, args.host, args.port, serve_settings(args), args.device, int8=args.int8)
+    serve(args.model_dir, args.host, args.port, serve_settings(args), args.device, args.int8, args.draft)
 
 
 def add_attention(sub: argparse._SubParsersAction) -> None:

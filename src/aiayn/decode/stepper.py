@@ -21,7 +21,16 @@ from aiayn.config import DecodeConfig, ModelConfig, SamplingConfig
 from aiayn.decode.constrained import constrained_beam_search
 from aiayn.decode.ensemble import EnsembleStepper
 from aiayn.decode.sampling import row_keys, sample_search
-from aiayn.decode.search import Hypothesis, Prefixes, Stepper, StopHook, beam_search, greedy_search
+from aiayn.decode.search import (
+    Hypothesis,
+    Prefixes,
+    SearchRules,
+    Stepper,
+    StopHook,
+    beam_search,
+    greedy_search,
+)
+from aiayn.decode.speculative import Draft, speculative_search
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
 from aiayn.runtime.native_step import decode_step
@@ -127,6 +136,7 @@ def decode_batch(
     src: Tensor,
     options: DecodeConfig,
     controls: Controls | None = None,
+    draft: Draft | None = None,
 ) -> list[list[Hypothesis]]:
     """Translate a batch of sources src (n, src_len) (pieces + EOS, right-padded with pad_id).
 
@@ -134,7 +144,8 @@ def decode_batch(
     is 1 (the same result as beam search with one beam, faster), beam search otherwise; sampling
     (n_best samples) when `options.sampling` or `controls.sample` ask for it, dynamically allocated
     beams when `controls` hold constraints; `controls.mask` masks every step's log-probabilities,
-    under any of these searches. Returns up to n_best hypotheses per sentence, best first.
+    under any of these searches; a `draft` makes an unsteered greedy search of one model speculative
+    (aiayn.decode.speculative: the same outputs). Returns up to n_best hypotheses per sentence.
     """
     models = [model] if isinstance(model, Transformer) else list(model)
     config, controls = models[0].config, controls or Controls()
@@ -150,10 +161,6 @@ def decode_batch(
         raise AiaynError(
             f"beam_size {rows} is over the model's {config.vocab_size} tokens: no wider beam helps"
         )
-    steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1) for m in models]
-    stepper = steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)
-    if controls.mask is not None:
-        stepper = controls.mask.wrap(stepper, max_lens, rows, src.device)
     prefixes = (
         None if controls.prefixes is None else Prefixes(controls.prefixes, config.eos_id, config.banned_ids)
     )
@@ -167,6 +174,13 @@ def decode_batch(
         device=src.device,
         should_stop=controls.should_stop,
     )
+    plain = prefixes is None and not controls.constraints and controls.mask is None and len(models) == 1
+    if draft is not None and sample is None and rows == 1 and plain:
+        return speculative_search(models[0], draft, src, max_lens, options.draft_tokens, SearchRules(**rules))
+    steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1) for m in models]
+    stepper = steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)
+    if controls.mask is not None:
+        stepper = controls.mask.wrap(stepper, max_lens, rows, src.device)
     if sample is not None:
         keys = row_keys(sample.seed, torch.tensor(controls.keys or range(src.size(0))), rows)
         return sample_search(stepper, max_lens, keys, samples=rows, sampling=sample, **rules)

@@ -10,6 +10,7 @@
     translator.translate(texts, sample=SamplingConfig(top_p=0.9, seed=1))      # sample instead
     translator.translate(texts, align=True, return_scores=True)  # Translation.alignment: (i, j) pairs
     Translator.load(["run_a/model", "run_b/model"])                    # an ensemble
+    Translator.load("runs/quickstart/model", draft="runs/student/model")  # speculative greedy search
     translator.translate_document(text)                                # paragraphs and sentences
 
 Sources are cut into pieces and closed with EOS (as in training), sorted by length into batches
@@ -37,13 +38,13 @@ from aiayn.decode.document import join_document, split_document
 from aiayn.decode.ensemble import check_shared_vocabulary
 from aiayn.decode.inputs import Encoded, SplitHook, source_units, target_constraints, target_prefixes
 from aiayn.decode.search import Hypothesis, StopHook
+from aiayn.decode.speculative import Draft
 from aiayn.decode.stepper import Controls, decode_batch, source_limit, target_limit
 from aiayn.errors import AiaynError, TextError
 from aiayn.model.io import load_model_dir
 from aiayn.model.transformer import Transformer
-from aiayn.runtime.linear import pack_for_inference
-from aiayn.runtime.native_step import attach_native_decoder
-from aiayn.runtime.quantize import check_int8_device, is_int8, quantize_int8
+from aiayn.runtime.inference import prepare_for_inference
+from aiayn.runtime.quantize import check_int8_device, is_int8
 from aiayn.tokenizers import load_tokenizer
 
 ProgressHook = Callable[[int], None]  # called with the number of sentences just translated
@@ -88,28 +89,27 @@ def token_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
 
 class Translator:
     """A model (or an ensemble) with its tokenizer. `.model` (Transformer, eval mode; an ensemble's
-    first), `.models`, `.tokenizer`, `.config`, `.info`."""
+    first), `.models`, `.tokenizer`, `.config`, `.info`, `.draft` (aiayn.decode.speculative)."""
 
-    def __init__(
-        self,
-        model: Transformer,
-        tokenizer: Any,
-        info: dict[str, Any] | None = None,
-        others: list | None = None,
-    ):
-        self.model, self.tokenizer, self.info = model, tokenizer, info or {}
+    def __init__(self, model: Transformer, tokenizer: Any, info: dict | None = None, others=None, draft=None):
+        self.model, self.tokenizer, self.info, self.draft = model, tokenizer, info or {}, draft
         self.models = [model, *(others or [])]
         self.config = model.config
 
     @classmethod
     def load(
-        cls, model_dir: str | Path | list, device: str | torch.device | None = None, int8: bool = False
+        cls,
+        model_dir: str | Path | list,
+        device: str | torch.device | None = None,
+        int8: bool = False,
+        draft=None,
     ) -> Translator:
         """Read a model directory (config.json, model.safetensors, tokenizer); GPU when there is one.
 
         A list of directories loads an ensemble (aiayn.decode.ensemble): models that share one
         vocabulary. `int8`: quantise the linear layers for int8 inference (aiayn.runtime.quantize;
-        CPU only, and the CPU by default).
+        CPU only, and the CPU by default). `draft`: a draft model's directory, which makes greedy search
+        speculative (aiayn.decode.speculative; its target vocabulary must be the model's).
         """
         dirs = [model_dir] if isinstance(model_dir, (str, Path)) else list(model_dir)
         if not dirs:
@@ -126,14 +126,12 @@ class Translator:
             ]
             check_shared_vocabulary([str(d) for d in dirs], vocabularies, specials)
         for model, _ in loaded:
-            if int8:
-                quantize_int8(model)
-            else:
-                pack_for_inference(model)  # weights reordered once for oneDNN, where that measures faster
-            if model.output_weight.device.type == "cpu":
-                attach_native_decoder(model)  # one native call a decoding step, where it builds
+            prepare_for_inference(model, int8)  # int8 or packed weights; the native step on the CPU
         (model, info), others = loaded[0], [m for m, _ in loaded[1:]]
-        return cls(model, tokenizers[0], info, others)
+        if draft is not None and others:
+            raise AiaynError(f"a draft model ({draft}) speeds up one model, not an ensemble of {len(dirs)}")
+        draft = draft if draft is None else Draft.load(draft, dirs[0], model, tokenizers[0], int8)
+        return cls(model, tokenizers[0], info, others, draft)
 
     @property
     def int8(self) -> bool:
@@ -208,7 +206,7 @@ class Translator:
         for batch in token_batches(lengths, options.batch_tokens):
             index = [nonempty[b] for b in batch]
             src = self._src_tensor([sources[i] for i in index])  # (batch, src_len)
-            found = decode_batch(self.models, src, options, controls.subset(index))
+            found = decode_batch(self.models, src, options, controls.subset(index), self.draft)
             for i, hyps in zip(index, found, strict=True):
                 if not hyps or not math.isfinite(hyps[0].score):  # NaN or -inf everywhere
                     text = i if owners is None else owners[i]

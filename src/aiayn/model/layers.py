@@ -119,17 +119,19 @@ class DecoderLayer(nn.Module):
         cache: KVCache | None = None,
         memory_kv: tuple[Tensor, Tensor] | None = None,
         need_weights: bool = False,
+        self_mask: Tensor | None = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
         """x (batch, tgt_len, d_model); memory (batch, src_len, d_model).
 
         Without a cache the self-attention is causal over x (3.2.3: no position sees a later one),
         and with an attention window sees only the window's earlier positions; with a cache, x holds
-        only the new positions and attends to every cached one (a window cache keeps the window's).
+        only the new positions and attends to the cached ones `self_mask` (batch, 1, tgt_len, keys)
+        allows (None: every one; a window cache keeps only the window's).
         Returns x and, if asked, (self-attention weights, cross-attention weights).
         """
         causal = cache is None and x.size(1) > 1
         h, self_w = self.self_attn(
-            self.self_res.pre(x), is_causal=causal, cache=cache, need_weights=need_weights
+            self.self_res.pre(x), mask=self_mask, is_causal=causal, cache=cache, need_weights=need_weights
         )
         x = self.self_res.post(x, h)
         h, cross_w = self.cross_attn(

@@ -64,12 +64,14 @@ class Decoder(nn.Module):
         memory_mask: Tensor | None,
         state: DecoderState | None = None,
         weights: dict[str, list[Tensor]] | None = None,
+        self_mask: Tensor | None = None,
     ) -> Tensor:
-        """x (batch, tgt_len, d_model) -> (batch, tgt_len, d_model)."""
+        """x (batch, tgt_len, d_model) -> (batch, tgt_len, d_model); `self_mask`: what the new
+        positions may see of the cached ones (`DecoderLayer.forward`)."""
         for i, layer in enumerate(self.layers):
             cache = state.self_kv[i] if state is not None else None
             memory_kv = state.cross_kv[i] if state is not None else None
-            x, w = layer(x, memory, memory_mask, cache, memory_kv, need_weights=weights is not None)
+            x, w = layer(x, memory, memory_mask, cache, memory_kv, weights is not None, self_mask)
             if weights is not None:
                 weights["decoder"].append(w[0])
                 weights["cross"].append(w[1])
@@ -270,3 +272,16 @@ class Transformer(nn.Module):
         h = self.decoder(x, None, state.memory_mask, state=state)  # (batch, 1, d_model)
         state.step += 1
         return self.logits(h[:, 0])
+
+    def decode_tokens(
+        self, tokens: Tensor, positions: Tensor, state: DecoderState, self_mask: Tensor
+    ) -> Tensor:
+        """Several new positions per row in one pass over the cached prefix (speculative decoding
+        checks a draft so: aiayn.decode.speculative): tokens (batch, q) at `positions` (batch, q),
+        which the caches of `state` place; self_mask (batch, 1, q, keys) True where a new position
+        may attend (its row's cached prefix and the new positions up to itself). -> logits
+        (batch, q, vocab). state.step is left alone: the caller keeps each row's length."""
+        table = self.tgt_pos(int(positions.max()) + 1)  # (positions, d_model)
+        x = self.tgt_embed(tokens) + table[positions].to(self.tgt_embed.weight.dtype)  # (batch, q, d_model)
+        x = dropout(x, self.config.dropout, self.training)
+        return self.logits(self.decoder(x, None, state.memory_mask, state=state, self_mask=self_mask))

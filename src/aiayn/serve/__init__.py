@@ -43,10 +43,13 @@ def serve(
     settings: ServeSettings | None = None,
     device: str | None = None,
     int8: bool = False,
+    draft: str | Path | None = None,
 ) -> None:
     """Load the model directory and serve it until interrupted (127.0.0.1 unless told otherwise).
 
-    `int8`: int8 linear layers (aiayn.runtime.quantize; CPU only).
+    `int8`: int8 linear layers (aiayn.runtime.quantize; CPU only). `draft`: a draft model's
+    directory: greedy requests (beam_size 1, no sampling, prefix or constraints) decode
+    speculatively (aiayn.decode.speculative), with the same outputs.
     """
     import uvicorn
 
@@ -54,13 +57,13 @@ def serve(
 
     sock = _bind(host, port)  # a bad address or a port in use is said before the model loads
     try:
-        translator = Translator.load(model_dir, device=device, int8=int8)
+        translator = Translator.load(model_dir, device=device, int8=int8, draft=draft)
     except BaseException:
         sock.close()
         raise
     app = create_app(translator, settings)
     url = server_url(host, sock.getsockname()[1])
-    mode = ", int8" if int8 else ""
+    mode = (", int8" if int8 else "") + (f", draft {draft}" if draft else "")
     print(f"aiayn serve: {model_dir}{mode} on {url} (API docs at {url}docs)", flush=True)
     config = uvicorn.Config(
         app, log_level="warning", http=guarded_protocol(), timeout_keep_alive=KEEP_ALIVE_S

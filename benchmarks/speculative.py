@@ -1,0 +1,96 @@
+"""Speculative greedy decoding against the teacher's own greedy search (issue 39): output tokens per
+second for one sentence at a time (interactive latency) and for batches of 32, the share of draft
+tokens the teacher accepted, and whether every output is the teacher's, token for token.
+
+The teacher and the speculative translator share the teacher's weights; each round times the
+teacher, then the draft at each k, over the same sentences, and the best round of each is kept
+(the machine is shared: the best round is the least disturbed one). Tokens per second counts output
+pieces (EOS not counted) over the wall time of `Translator.translate`.
+
+    python benchmarks/speculative.py runs/quickstart/model runs/student/model runs/quickstart/data \
+        [--sentences 100] [--ks 1,2,3,4,6] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from aiayn.decode.speculative import Draft
+from aiayn.decode.translator import Translator
+
+BATCH = 32
+
+
+def run(translator: Translator, texts: list[str], per_call: int, **options) -> tuple[list[list[int]], float]:
+    """Greedy outputs of `texts`, `per_call` at a time in one batch -> (their tokens, tokens/s)."""
+    outputs: list[list[int]] = []
+    began = time.perf_counter()
+    for i in range(0, len(texts), per_call):
+        found = translator.translate(
+            texts[i : i + per_call], beam_size=1, return_scores=True, batch_tokens=10**9, **options
+        )
+        outputs += [t[0].tokens for t in found]
+    seconds = time.perf_counter() - began
+    return outputs, sum(map(len, outputs)) / seconds
+
+
+def measure(teacher: Translator, speculative: Translator, texts: list[str], ks: list[int], rounds: int):
+    """{(per_call, k or 0): (best tokens/s, acceptance, tokens per pass, outputs differing)}."""
+    best: dict[tuple[int, int], float] = {}
+    stats: dict[tuple[int, int], tuple[float, float, int]] = {}
+    for _ in range(rounds):
+        for per_call in (1, BATCH):
+            reference, speed = run(teacher, texts, per_call)
+            best[per_call, 0] = max(best.get((per_call, 0), 0.0), speed)
+            for k in ks:
+                speculative.draft.stats.__init__()
+                found, speed = run(speculative, texts, per_call, draft_tokens=k)
+                best[per_call, k] = max(best.get((per_call, k), 0.0), speed)
+                differ = sum(a != b for a, b in zip(found, reference, strict=True))
+                s = speculative.draft.stats
+                stats[per_call, k] = (s.acceptance, s.tokens_per_check, differ)
+    return best, stats
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("teacher", type=Path, help="the teacher's model directory")
+    p.add_argument("draft", type=Path, help="the draft's model directory (the teacher's target vocabulary)")
+    p.add_argument("data", type=Path, help="a data directory: its raw/test.src sentences are translated")
+    p.add_argument("--sentences", type=int, default=100, help="test sentences (the first N)")
+    p.add_argument("--ks", default="1,2,3,4,6", help="draft tokens per check to measure")
+    p.add_argument("--rounds", type=int, default=2, help="rounds; the best of each row is kept")
+    args = p.parse_args()
+    lines = (args.data / "raw" / "test.src").read_text(encoding="utf-8").splitlines()
+    texts = [line for line in lines if line.strip()][: args.sentences]
+    ks = [int(k) for k in args.ks.split(",")]
+    teacher = Translator.load(args.teacher, device="cpu")
+    draft = Draft.load(args.draft, args.teacher, teacher.model, teacher.tokenizer)
+    speculative = Translator(teacher.model, teacher.tokenizer, teacher.info, draft=draft)
+    params = [m.num_parameters() for m in (teacher.model, draft.model)]
+    machine = platform.processor() or platform.machine()
+    print(f"# {machine}, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"# teacher {args.teacher} ({params[0]:,} parameters), draft {args.draft} ({params[1]:,})")
+    print(f"# {len(texts)} sentences of {args.data / 'raw' / 'test.src'}, best of {args.rounds} rounds")
+    best, stats = measure(teacher, speculative, texts, ks, args.rounds)
+    print("| per call | search | tokens/s | vs teacher | accepted | tokens per pass | not the teacher's |")
+    print("|---|---|---|---|---|---|---|")
+    for per_call in (1, BATCH):
+        base = best[per_call, 0]
+        print(f"| {per_call} | teacher greedy | {base:,.1f} | 1.00x | | 1.00 | |")
+        for k in ks:
+            accepted, per_pass, differ = stats[per_call, k]
+            speed = best[per_call, k]
+            print(
+                f"| {per_call} | speculative k={k} | {speed:,.1f} | {speed / base:.2f}x | {accepted:.1%} "
+                f"| {per_pass:.2f} | {differ} of {len(texts)} |"
+            )
+
+
+if __name__ == "__main__":
+    main()

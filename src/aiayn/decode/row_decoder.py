@@ -1,0 +1,94 @@
+"""Incremental decoding (section 3.1's decoder with cached keys and values) where each row holds its
+own number of decoded positions: what speculative decoding needs, whose rows accept drafts of
+different lengths (aiayn.decode.speculative).
+
+Each row r keeps its positions 0 .. lengths[r]-1 at the front of its cache. `RowDecoder.extend`
+feeds q new tokens per row at positions lengths[r] .. lengths[r]+q-1: their keys and values are
+written there (`RowCache`), their positions encoded there, and a key mask lets each new position
+see its row's prefix and the new positions up to itself, nothing past them. `keep` then sets each
+row's length, keeping any number of the new positions (the accepted ones) and dropping the rest:
+what lies past a row's length is never read again, only overwritten. When every row has the same
+length the cache is the plain one (a slice write, a causal mask, and for one token the model's own
+step, native where attached).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from aiayn.model.attention import KVCache, causal_mask
+from aiayn.model.transformer import Transformer
+from aiayn.runtime.native_step import decode_step
+
+
+class RowCache(KVCache):
+    """A layer's self-attention cache whose rows each hold their own number of positions; `length`
+    is the longest row's. Slots past a row's length hold finite values (zeros or dropped keys), so
+    a masked key never turns an attention output into NaN (0 x NaN)."""
+
+    def __init__(self, cache: KVCache, owner: RowDecoder):
+        super().__init__(0, 0, 0, 0, cache.k.dtype, cache.k.device)
+        self.k, self.v, self.length, self.owner = cache.k.zero_(), cache.v.zero_(), cache.length, owner
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """k (rows, heads, q, d_k), v (rows, heads, q, d_v) written at each row's own positions
+        (`RowDecoder.index`) -> the keys and values up to the longest row's last new position."""
+        index = self.owner.index  # (rows, q) or None: every row at `length`
+        if index is None:
+            return super().append(k, v)
+        rows = torch.arange(index.size(0), device=index.device)[:, None]  # (rows, 1)
+        self.k[rows, :, index] = k.transpose(1, 2)  # (rows, q, heads, d_k) into (rows, heads, len, d_k)
+        self.v[rows, :, index] = v.transpose(1, 2)
+        end = self.owner.end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep rows `index` (rows',), whole (their dropped slots stay finite)."""
+        self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+
+
+class RowDecoder:
+    """A model's decoder over a batch of sources, one row per sentence, rows of their own lengths."""
+
+    def __init__(self, model: Transformer, src: Tensor, capacity: int):
+        """src (n, src_len) right-padded; capacity: the most positions a row will hold."""
+        memory, mask = model.encode(src)  # (n, src_len, d_model), (n, 1, 1, src_len) | None
+        self.model, self.device = model, src.device
+        self.state = model.start_decoding(memory, mask, capacity)
+        self.state.self_kv = [RowCache(c, self) for c in self.state.self_kv]
+        self.lengths = torch.zeros(src.size(0), dtype=torch.long)  # (rows,) CPU: positions held
+        self.index: Tensor | None = None  # (rows, q) on the device: where `extend` writes
+        self.end = 0  # the longest row's length after `extend`
+
+    def extend(self, tokens: Tensor) -> Tensor:
+        """tokens (rows, q) at positions lengths .. lengths + q - 1 -> logits (rows, q, vocab).
+        The rows' lengths stay as they were until `keep` says which new positions to keep."""
+        rows, q = tokens.shape
+        device, longest = tokens.device, int(self.lengths.max())
+        self.end = longest + q
+        if bool(self.lengths.eq(longest).all()):
+            self.index = None
+            self.state.step = longest
+            if q == 1:
+                return decode_step(self.model, tokens[:, 0], self.state)[:, None]  # native where attached
+            positions = torch.arange(longest, self.end, device=device).expand(rows, q)  # (rows, q)
+            mask = causal_mask(q, self.end, device)[None, None]  # (1, 1, q, end)
+        else:
+            positions = (self.lengths[:, None] + torch.arange(q)).to(device)  # (rows, q)
+            self.index = positions
+            keys = torch.arange(self.end, device=device)  # (end,)
+            mask = (keys[None, None, :] <= positions[:, :, None])[:, None]  # (rows, 1, q, end)
+        return self.model.decode_tokens(tokens, positions, self.state, mask)
+
+    def keep(self, lengths: Tensor) -> None:
+        """Each row now holds lengths (rows,) (CPU) positions: its prefix and the new ones it keeps."""
+        self.lengths = lengths
+        longest = int(lengths.max()) if lengths.numel() else 0
+        for cache in self.state.self_kv:
+            cache.length = longest
+
+    def select(self, index: Tensor) -> None:
+        """Keep only rows `index` (rows',) (CPU), in that order: finished sentences leave."""
+        self.state.select(index.to(self.device))
+        self.keep(self.lengths[index])

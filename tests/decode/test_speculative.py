@@ -1,0 +1,187 @@
+"""Speculative greedy decoding (aiayn.decode.speculative) on a real trained pair: the toy translator
+as the teacher and a smaller toy model trained on the same pairs (or an untrained one) as the draft.
+Its outputs must be the teacher's greedy outputs, token for token, whatever the draft proposes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aiayn.config import DecodeConfig
+from aiayn.decode.row_decoder import RowDecoder
+from aiayn.decode.speculative import Draft, check_same_vocabulary
+from aiayn.decode.translator import Translator
+from aiayn.errors import AiaynError
+from aiayn.model.io import load_model_dir
+from toy import build_toy_model_dir, toy_pairs
+
+SMALL = {"d_model": 16, "d_ff": 32, "n_heads": 2, "n_layers": 1}  # the draft: a quarter of the teacher
+TEXTS = [s for s, _ in toy_pairs(48, seed=5)]  # 1 to 6 words: rows of different lengths end apart
+
+
+@pytest.fixture(scope="module")
+def drafts(tmp_path_factory):
+    """A draft trained on the teacher's pairs, and one never trained (it disagrees nearly always)."""
+    root = tmp_path_factory.mktemp("drafts")
+    return {
+        "trained": build_toy_model_dir(root / "trained", steps=150, **SMALL),
+        "untrained": build_toy_model_dir(root / "untrained", steps=0, **SMALL),
+    }
+
+
+@pytest.fixture(scope="module")
+def speculative(toy_model_dir, drafts):
+    """The toy translator with each draft."""
+    return {name: Translator.load(toy_model_dir, device="cpu", draft=d) for name, d in drafts.items()}
+
+
+def _greedy(translator, texts, **options):
+    out = translator.translate(texts, beam_size=1, return_scores=True, **options)
+    return [t[0] for t in out]
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+@pytest.mark.parametrize("which", ["trained", "untrained"])
+def test_batches_are_the_teachers_greedy_outputs(translator, speculative, which, k):
+    expected = _greedy(translator, TEXTS)
+    found = _greedy(speculative[which], TEXTS, draft_tokens=k)  # one batch: rows accept on their own
+    assert [t.tokens for t in found] == [t.tokens for t in expected]
+    assert [t.text for t in found] == [t.text for t in expected]
+    for a, b in zip(found, expected, strict=True):
+        assert a.log_prob == pytest.approx(b.log_prob, abs=1e-4)
+        assert a.score == pytest.approx(b.score, abs=1e-4)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+def test_single_sentences_are_the_teachers_greedy_outputs(translator, speculative, k):
+    for which in ("trained", "untrained"):
+        for text in TEXTS[:12]:
+            expected = _greedy(translator, [text])[0].tokens
+            assert _greedy(speculative[which], [text], draft_tokens=k)[0].tokens == expected
+
+
+def test_length_caps_and_small_batches_end_rows_early(translator, speculative):
+    """EOS forced at each row's cap (a * |source| + b) ends rows in the middle of a draft."""
+    for options in (
+        {"max_len_a": 0.0, "max_len_b": 2},
+        {"max_len_a": 0.5, "max_len_b": 1},
+        {"batch_tokens": 24},
+    ):
+        expected = [t.tokens for t in _greedy(translator, TEXTS, **options)]
+        for which in ("trained", "untrained"):
+            found = _greedy(speculative[which], TEXTS, draft_tokens=4, **options)
+            assert [t.tokens for t in found] == expected
+
+
+def test_acceptance_is_counted(speculative):
+    rates = {}
+    for which, translator in speculative.items():
+        translator.draft.stats.__init__()
+        found = _greedy(translator, TEXTS, draft_tokens=4)
+        stats = translator.draft.stats
+        assert stats.tokens == sum(len(t.tokens) + 1 for t in found)  # every output token and EOS
+        assert stats.checks <= stats.tokens <= 5 * stats.checks  # 1 to k + 1 tokens per teacher pass
+        assert 0 <= stats.accepted <= stats.proposed == 4 * stats.checks
+        assert "accepted (k=4)" in stats.summary(4)
+        rates[which] = stats.acceptance
+    assert rates["trained"] > 0.3 > 0.1 > rates["untrained"]  # the trained draft saves teacher passes
+
+
+def test_rows_of_their_own_lengths_decode_as_the_teacher_forced_pass(toy_model_dir):
+    """Feeding each row's target in chunks of different sizes, rows at different lengths, gives the
+    logits of the teacher-forced decoder (the independent reference), position for position."""
+    model, _ = load_model_dir(toy_model_dir, "cpu")
+    torch.manual_seed(1)
+    src = torch.randint(4, model.config.vocab_size, (3, 7))
+    src[1, 5:] = model.config.pad_id
+    tgt = torch.randint(4, model.config.vocab_size, (3, 9))
+    tgt[:, 0] = model.config.start_id
+    with torch.inference_mode():
+        memory, mask = model.encode(src)
+        reference = model.logits(model.decode(tgt, memory, mask))  # (3, 9, vocab)
+        rows = RowDecoder(model, src, 12)
+        got = torch.zeros_like(reference)
+        done = torch.zeros(3, dtype=torch.long)
+        for sizes in ([1, 2, 3], [3, 1, 1], [2, 3, 2], [3, 3, 3]):
+            q = max(sizes)
+            index = (done[:, None] + torch.arange(q)).clamp(max=8)  # (3, q)
+            logits = rows.extend(tgt.gather(1, index))  # (3, q, vocab)
+            for r, size in enumerate(sizes):
+                size = min(size, 9 - int(done[r]))
+                got[r, done[r] : done[r] + size] = logits[r, :size]
+            done = (done + torch.tensor(sizes)).clamp(max=9)
+            rows.keep(done.clone())
+    torch.testing.assert_close(got, reference, rtol=1e-4, atol=1e-4)
+
+
+def test_a_draft_of_another_vocabulary_is_refused(toy_model_dir, drafts, translator):
+    class Shifted:
+        def target_pieces(self, ids):
+            return [f"x{i}" for i in ids]
+
+    draft, _ = load_model_dir(drafts["trained"], "cpu")
+    with pytest.raises(
+        AiaynError, match=r"^draft model D does not share the target vocabulary of T \(target id 0"
+    ):
+        check_same_vocabulary("D", "T", draft, translator.model, Shifted(), translator.tokenizer)
+
+
+def test_what_a_draft_does_not_do(toy_model_dir, drafts, translator, speculative):
+    with pytest.raises(AiaynError, match="not an ensemble"):
+        Translator.load([toy_model_dir, toy_model_dir], device="cpu", draft=drafts["trained"])
+    with pytest.raises(AiaynError, match="draft_tokens"):
+        DecodeConfig(draft_tokens=0)
+    # beam search and sampling are the teacher's own: the draft plays no part
+    spec = speculative["trained"]
+    assert spec.translate(TEXTS[:6], beam_size=4) == translator.translate(TEXTS[:6], beam_size=4)
+    assert isinstance(spec.draft, Draft)
+
+
+def test_translate_cli_with_a_draft(toy_model_dir, drafts, translator, tmp_path, capsys):
+    from aiayn.cli import main
+
+    (tmp_path / "in.txt").write_text("\n".join(TEXTS[:10]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    command = ["translate", str(toy_model_dir), "-i", str(tmp_path / "in.txt"), "-o", str(out)]
+    assert main([*command, "--draft", str(drafts["trained"]), "--draft-tokens", "3"]) == 0
+    assert out.read_text(encoding="utf-8").splitlines() == translator.translate(TEXTS[:10], beam_size=1)
+    assert "proposed tokens accepted (k=3)" in capsys.readouterr().err
+    for flags, message in (
+        (["--draft", str(drafts["trained"]), "--beam", "4"], "not with --beam > 1"),
+        (["--draft", str(drafts["trained"]), "--sample"], "not with --sample"),
+        (["--draft-tokens", "3"], "--draft-tokens needs --draft"),
+    ):
+        assert main([*command, *flags]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_serve_with_a_draft(toy_model_dir, drafts, translator, monkeypatch, capsys):
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    from aiayn.cli import main
+
+    seen = {}
+
+    def run(server, sockets):
+        with TestClient(server.config.app) as client:
+            body = {"text": TEXTS[:5], "beam_size": 1}
+            seen["greedy"] = client.post("/v1/translate", json=body).json()
+        for sock in sockets:
+            sock.close()
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    assert main(["serve", str(toy_model_dir), "--port", "0", "--draft", str(drafts["trained"])]) == 0
+    assert f", draft {drafts['trained']} on http" in capsys.readouterr().out
+    texts = [t["text"] for t in seen["greedy"]["translations"]]
+    assert texts == translator.translate(TEXTS[:5], beam_size=1)
+
+
+def test_a_windowed_model_is_refused_as_a_draft(toy_model_dir, tmp_path):
+    """Restricted self-attention (issue 40) keeps a ring buffer of one position a step, which the
+    teacher's pass over k + 1 positions cannot write: refused in one line, before any decoding."""
+    windowed = build_toy_model_dir(tmp_path / "windowed", steps=0, attention_window=2, **SMALL)
+    with pytest.raises(
+        AiaynError, match=r"windowed: speculative decoding takes no model with attention_window=2"
+    ):
+        Translator.load(toy_model_dir, device="cpu", draft=windowed)
