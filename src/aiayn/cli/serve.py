@@ -61,13 +61,16 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, help=text)
     add_device_option(p)
     p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
+    p.add_argument(
+        "--shortlist", action="store_true", help="restrict the output layer to the model's shortlist"
+    )
     p.set_defaults(handler=_run_serve)
 
 
 def _run_serve(args: argparse.Namespace) -> None:
     from aiayn.serve import serve
 
-    serve(args.model_dir, args.host, args.port, serve_settings(args), args.device, int8=args.int8)
+    serve(args.model_dir, args.host, args.port, serve_settings(args), args.device, args.int8, args.shortlist)
 
 
 def add_attention(sub: argparse._SubParsersAction) -> None:

@@ -4,7 +4,7 @@
     translator = Translator.load("runs/quickstart/model", int8=True)   # int8 linear layers, CPU
     translator.translate(["En el principio era el Verbo."])           # ['In the beginning ...']
     translator.translate(texts, beam_size=4, n_best=4)                 # [[Translation, ...], ...]
-    translator.translate(texts, DecodeConfig(beam_size=8, alpha=1.0))   # the same, as one object
+    translator.translate(texts, DecodeConfig(beam_size=8, shortlist=True))  # as one object; shortlist
 
     translator.translate(texts, prefix=["In the"], constraints=[["Word"]])   # steer the search
     translator.translate(texts, sample=SamplingConfig(top_p=0.9, seed=1))      # sample instead
@@ -37,6 +37,7 @@ from aiayn.decode.document import join_document, split_document
 from aiayn.decode.ensemble import check_shared_vocabulary
 from aiayn.decode.inputs import Encoded, SplitHook, source_units, target_constraints, target_prefixes
 from aiayn.decode.search import Hypothesis, StopHook
+from aiayn.decode.shortlist import chosen_shortlist, read_shortlist
 from aiayn.decode.stepper import Controls, decode_batch, source_limit, target_limit
 from aiayn.errors import AiaynError, TextError
 from aiayn.model.io import load_model_dir
@@ -98,8 +99,8 @@ class Translator:
         others: list | None = None,
     ):
         self.model, self.tokenizer, self.info = model, tokenizer, info or {}
-        self.models = [model, *(others or [])]
-        self.config = model.config
+        self.models, self.config = [model, *(others or [])], model.config
+        self.shortlist, self.use_shortlist = None, False  # aiayn.decode.shortlist; True: always used
 
     @classmethod
     def load(
@@ -133,7 +134,9 @@ class Translator:
             if model.output_weight.device.type == "cpu":
                 attach_native_decoder(model)  # one native call a decoding step, where it builds
         (model, info), others = loaded[0], [m for m, _ in loaded[1:]]
-        return cls(model, tokenizers[0], info, others)
+        translator = cls(model, tokenizers[0], info, others)
+        translator.shortlist = read_shortlist(dirs[0], model.config)  # None: the model has none
+        return translator
 
     @property
     def int8(self) -> bool:
@@ -199,7 +202,7 @@ class Translator:
         An empty source gives one empty hypothesis with score 0 without running the model.
         `should_stop()` is asked before every search step (SearchStopped when it answers True).
         """
-        controls = controls or Controls()
+        controls = replace(controls or Controls(), shortlist=chosen_shortlist(self, options))
         if should_stop is not None:
             controls = replace(controls, should_stop=should_stop)
         results: list[list[Hypothesis]] = [[] for _ in sources]
