@@ -145,10 +145,36 @@ def test_vmap_lists_the_pieces(shortlisted, tmp_path):
     path = write_vmap(translator.shortlist, translator.tokenizer, tmp_path / "vmap.txt")
     lines = path.read_text(encoding="utf-8").splitlines()
     tok, shortlist = translator.tokenizer, translator.shortlist
-    always = torch.cat([shortlist.frequent, shortlist.always]).tolist()
+    always = [t for t in torch.cat([shortlist.frequent, shortlist.always]).tolist()]
     assert lines[0] == "\t" + " ".join(tok.target_pieces(always))
     gato = tok.encode(["gato"])[0][0]
     (row,) = [line for line in lines[1:] if line.split("\t")[0] == tok.pieces([gato])[0]]
     kept = [t for t in shortlist.candidates[gato].tolist() if t >= 0]
     assert row.split("\t")[1].split(" ") == tok.target_pieces(kept)
     assert "▁cat" in row.split("\t")[1].split(" ")
+
+
+def test_serve_shortlist(shortlisted, toy_model_dir, monkeypatch, capsys):
+    """`aiayn serve --shortlist` up to where uvicorn would serve, then the app; none: one line."""
+    uvicorn = pytest.importorskip("uvicorn")
+    from fastapi.testclient import TestClient
+
+    seen = {}
+
+    def run(server, sockets):
+        with TestClient(server.config.app) as client:
+            seen["translation"] = client.post("/v1/translate", json={"text": "el gato come"}).json()
+        for sock in sockets:
+            sock.close()
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    model, _ = shortlisted
+    assert main(["serve", str(model), "--port", "0", "--shortlist"]) == 0
+    assert ", shortlist on http://127.0.0.1:" in capsys.readouterr().out
+    assert (
+        seen["translation"]["translations"][0]["text"]
+        == Translator.load(model).translate(["el gato come"])[0]
+    )
+    assert main(["serve", str(toy_model_dir), "--port", "0", "--shortlist"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no shortlist" in err

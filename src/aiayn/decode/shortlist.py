@@ -190,12 +190,14 @@ def require_shortlist(translator) -> None:
     chosen_shortlist(translator, None)
 
 
-def write_vmap(shortlist: Shortlist, tokenizer, path: str | Path) -> Path:
+def write_vmap(shortlist: Shortlist, tokenizer, path: str | Path, banned: Sequence[int] = ()) -> Path:
     """`shortlist` as CTranslate2's vocabulary map at `path`: pieces by name (`tokenizer`'s source and
-    target pieces), so it holds for any numbering of the vocabulary (export-hf renumbers it)."""
+    target pieces), so it holds for any numbering of the vocabulary (export-hf renumbers it). The
+    `banned` ids (pad, bos: no output holds them) are left out of the ids always kept; CTranslate2
+    adds its own (unk, bos, eos)."""
     target = lambda ids: " ".join(tokenizer.target_pieces([int(t) for t in ids]))  # noqa: E731
-    always = torch.cat([shortlist.frequent, shortlist.always])
-    lines = [f"\t{target(always.tolist())}"]
+    always = [t for t in torch.cat([shortlist.frequent, shortlist.always]).tolist() if t not in banned]
+    lines = [f"\t{target(always)}"]
     sources = tokenizer.pieces(list(range(len(shortlist.candidates))))
     for piece, row in zip(sources, shortlist.candidates.tolist(), strict=True):
         kept = [t for t in row if t >= 0]

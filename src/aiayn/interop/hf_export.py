@@ -220,7 +220,7 @@ def export_hf(model_dir: str | Path, out_dir: str | Path, warn: Callable[[str], 
         _write_json(work / "tokenizer_config.json", tokenizer)
         shortlist = read_shortlist(model_dir, config)
         if shortlist is not None:  # for ct2-transformers-converter --vocab_mapping OUT_DIR/vmap.txt
-            write_vmap(shortlist, load_tokenizer(model_dir, data), work / VMAP_FILE)
+            write_vmap(shortlist, load_tokenizer(model_dir, data), work / VMAP_FILE, config.banned_ids)
     message = zero_start_warning(model)
     if message:
         (warn or warnings.warn)(f"{model_dir}: {message}")
