@@ -26,7 +26,7 @@ from aiayn.tokenizers import load_tokenizer
 CANDIDATES, FREQUENT, ITERATIONS = 50, 50, 5
 
 
-def _check_vocabulary(model_dir: Path, info: dict, config, data: DataDir) -> None:
+def check_same_vocabulary(model_dir: Path, info: dict, config, data: DataDir) -> None:
     """DATA must be encoded with MODEL's vocabulary (prepare --spm MODEL_DIR): a one-line error otherwise."""
     model_tok, data_tok = load_tokenizer(model_dir, info), data.tokenizer()
     data_pieces = data_tok.pieces(list(range(data_tok.vocab_size)))
@@ -58,7 +58,7 @@ def build_shortlist(
     config, info = read_config(model_dir)
     if data.is_parse:
         raise AiaynError(f"{data.path}: parse data; a shortlist is built from translation pairs")
-    _check_vocabulary(model_dir, info, config, data)
+    check_same_vocabulary(model_dir, info, config, data)
     train = data.tokens("train")
     pairs = [(s[:-1], t[:-1]) for s, t in (train[i] for i in range(len(train)))]  # EOS is always kept
     with tqdm(total=iterations, desc="IBM Model 1", unit="iter", disable=not progress) as bar:

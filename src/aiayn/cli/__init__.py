@@ -335,6 +335,7 @@ def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
         doctor.add_doctor,
         variations.add_variations,
         speed.add_shortlist,
+        speed.add_distill,
     ]
 
 
