@@ -105,16 +105,19 @@ def main(argv: list[str] | None = None) -> int:
         rows.update(ct2_rows(args.model, sources, args.beam, {"length_penalty": 0.6}, args.threads))
     translator = Translator.load(args.model, device="cpu")
     kept = [len(translator.shortlist.kept(torch.tensor([ids]))) for ids in translator.encode(sources[:200])]
-    print(f"{len(sources)} sentences, beam {args.beam}, {args.threads} threads; vocabulary {translator.config.vocab_size},"
-          f" kept per sentence (mean of 200) {sum(kept) / len(kept):.0f}")  # fmt: skip
-    base = rows["aiayn fp32"][1]
+    vocab, mean = translator.config.vocab_size, sum(kept) / len(kept)
+    print(f"{len(sources)} sentences, beam {args.beam}, {args.threads} threads; vocabulary {vocab}")
+    print(f"target pieces kept per sentence: {mean:.0f} (mean of the first 200)")
     print(
-        f"| system | tokens/s | vs aiayn fp32 | BLEU | chrF | same as aiayn fp32 |\n|---|---|---|---|---|---|"
+        "| system | tokens/s | vs aiayn fp32 | BLEU | chrF | same as aiayn fp32 |\n|---|---|---|---|---|---|"
     )
     for name, (out, speed) in rows.items():
         scores = score_texts(out, refs)
         same = sum(a == b for a, b in zip(out, rows["aiayn fp32"][0], strict=True)) / len(out)
-        print(f"| {name} | {speed:,.0f} | {speed / base:.2f}x | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {same:.1%} |")  # fmt: skip
+        ratio = speed / rows["aiayn fp32"][1]
+        print(
+            f"| {name} | {speed:,.0f} | {ratio:.2f}x | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {same:.1%} |"
+        )
     return 0
 
 
