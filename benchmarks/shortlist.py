@@ -115,9 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         scores = score_texts(out, refs)
         same = sum(a == b for a, b in zip(out, rows["aiayn fp32"][0], strict=True)) / len(out)
         ratio = speed / rows["aiayn fp32"][1]
-        print(
-            f"| {name} | {speed:,.0f} | {ratio:.2f}x | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {same:.1%} |"
-        )
+        bleu, chrf = scores["bleu"], scores["chrf"]
+        print(f"| {name} | {speed:,.0f} | {ratio:.2f}x | {bleu:.2f} | {chrf:.2f} | {same:.1%} |")
     return 0
 
 
