@@ -130,9 +130,11 @@ class Controls:
         return need
 
 
-def _columns(controls: Controls, src: Tensor) -> Columns:
+def _columns(controls: Controls, src: Tensor, options: DecodeConfig) -> Columns:
     """The output layer's columns for a batch src (n, src_len): its shortlist's ids, or all."""
     if controls.shortlist is None:
+        if options.shortlist:  # a Translator passes its model's (or says it has none)
+            raise AiaynError("shortlist=True but no shortlist was given (parse models take none)")
         return Columns(None)
     if controls.mask is not None:
         raise AiaynError("a shortlist cannot restrict a masked search (parse models)")
@@ -152,7 +154,8 @@ def decode_batch(
     is 1 (the same result as beam search with one beam, faster), beam search otherwise; sampling
     (n_best samples) when `options.sampling` or `controls.sample` ask for it, dynamically allocated
     beams when `controls` hold constraints; `controls.mask` masks every step's log-probabilities,
-    under any of these searches. Returns up to n_best hypotheses per sentence, best first.
+    under any of these searches; `controls.shortlist` restricts the output layer to the batch's
+    candidates (aiayn.decode.shortlist). Returns up to n_best hypotheses per sentence, best first.
     """
     models = [model] if isinstance(model, Transformer) else list(model)
     config, controls = models[0].config, controls or Controls()
@@ -168,7 +171,7 @@ def decode_batch(
         raise AiaynError(
             f"beam_size {rows} is over the model's {config.vocab_size} tokens: no wider beam helps"
         )
-    columns = _columns(controls, src)  # the search runs on the output layer's columns
+    columns = _columns(controls, src, options)  # the search runs on the output layer's columns
     steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1, columns.kept) for m in models]
     stepper = steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)
     if controls.mask is not None:

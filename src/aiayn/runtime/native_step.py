@@ -65,7 +65,9 @@ torch.nn.modules.module.register_module_parameter_registration_hook(_on_registra
 
 
 class NativeDecoder:
-    """A Transformer's decoder as one native object holding (by reference) the model's weights."""
+    """A Transformer's decoder as one native object holding (by reference) the model's weights;
+    `watch=False` for one that lives only as long as a batch (a shortlist's, `restricted_native`),
+    which leaves the model's own decoder the one its modules report to."""
 
     def __init__(self, decoder: torch.ScriptObject, model: Transformer, watch: bool = True) -> None:
         self._decoder = decoder
