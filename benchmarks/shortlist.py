@@ -49,7 +49,7 @@ def aiayn_row(model: Path, sources, options: DecodeConfig, int8: bool, native: b
     return out, tokens / seconds
 
 
-def ct2_rows(model: Path, sources, beam: int, alpha_style, threads: int) -> dict:
+def ct2_rows(model: Path, sources, beam: int, batch_tokens: int, threads: int) -> dict:
     """CTranslate2 (fp32, int8) with and without the vmap on the export of `model`."""
     import ctranslate2
     import transformers
@@ -70,7 +70,12 @@ def ct2_rows(model: Path, sources, beam: int, alpha_style, threads: int) -> dict
                 def translate(texts, ct2=ct2, vmap=vmap):
                     pieces = batch[: len(texts)]
                     results = ct2.translate_batch(
-                        pieces, beam_size=beam, use_vmap=vmap, max_batch_size=64, **alpha_style
+                        pieces,
+                        beam_size=beam,
+                        use_vmap=vmap,
+                        max_batch_size=batch_tokens,
+                        batch_type="tokens",
+                        length_penalty=0.6,
                     )
                     return [tokenizer.convert_tokens_to_string(r.hypotheses[0]) for r in results]
 
@@ -87,13 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--limit", type=int)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch-tokens", type=int, default=4096, help="source tokens per batch (both systems)")
     p.add_argument("--no-ct2", action="store_true")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     data = DataDir(args.data)
     sources = data.raw("test", "src").read_text(encoding="utf-8").splitlines()[: args.limit]
     refs = data.raw("test", "tgt").read_text(encoding="utf-8").splitlines()[: args.limit]
-    full, short = DecodeConfig(beam_size=args.beam), DecodeConfig(beam_size=args.beam, shortlist=True)
+    full = DecodeConfig(beam_size=args.beam, batch_tokens=args.batch_tokens)
+    short = full.replace(shortlist=True)
     rows = {
         "aiayn fp32": aiayn_row(args.model, sources, full, False),
         "aiayn fp32 + shortlist": aiayn_row(args.model, sources, short, False),
@@ -102,11 +109,12 @@ def main(argv: list[str] | None = None) -> int:
         "aiayn int8 + shortlist": aiayn_row(args.model, sources, short, True),
     }
     if not args.no_ct2:
-        rows.update(ct2_rows(args.model, sources, args.beam, {"length_penalty": 0.6}, args.threads))
+        rows.update(ct2_rows(args.model, sources, args.beam, args.batch_tokens, args.threads))
     translator = Translator.load(args.model, device="cpu")
     kept = [len(translator.shortlist.kept(torch.tensor([ids]))) for ids in translator.encode(sources[:200])]
     vocab, mean = translator.config.vocab_size, sum(kept) / len(kept)
-    print(f"{len(sources)} sentences, beam {args.beam}, {args.threads} threads; vocabulary {vocab}")
+    print(f"{len(sources)} sentences, beam {args.beam}, {args.batch_tokens} tokens a batch")
+    print(f"{args.threads} threads, vocabulary {vocab}")
     print(f"target pieces kept per sentence: {mean:.0f} (mean of the first 200)")
     print(
         "| system | tokens/s | vs aiayn fp32 | BLEU | chrF | same as aiayn fp32 |\n|---|---|---|---|---|---|"

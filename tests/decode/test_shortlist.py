@@ -178,3 +178,12 @@ def test_serve_shortlist(shortlisted, toy_model_dir, monkeypatch, capsys):
     assert main(["serve", str(toy_model_dir), "--port", "0", "--shortlist"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "has no shortlist" in err
+
+
+def test_decode_batch_without_a_shortlist_to_use_is_an_error(translator):
+    from aiayn.config import DecodeConfig
+    from aiayn.decode.stepper import decode_batch
+
+    src = translator._src_tensor(translator.encode(["el gato"]))
+    with pytest.raises(AiaynError, match="no shortlist was given"):
+        decode_batch(translator.model, src, DecodeConfig(shortlist=True))
