@@ -259,7 +259,7 @@ def test_a_config_file_can_start_from_a_preset(tmp_path):
         with pytest.raises(ConfigError, match=re.escape(message)):
             RunConfig.from_yaml(path)
     with pytest.raises(
-        ConfigError, match="no config named 'huge'; choose one of base, big, quickstart, tiny"
+        ConfigError, match="no config named 'huge'; choose one of base, big, quickstart, student, tiny"
     ):
         RunConfig.named("huge")
 

@@ -6,6 +6,8 @@
   tests), where only the counts matter.
 - `write_data_dir` and `tiny_config`: the training tests' data directory (a SentencePiece model and
   shards of a word-reversing made-up language) and a model that trains in well under a second a step.
+- `write_toy_data_dir`: a data directory of the toy task in the toy translator's vocabulary
+  (shortlists and distillation are built from one).
 
 The Marian tests draw their own words (tests/interop/marian_helpers.py) with the same `sentences`.
 """
@@ -24,6 +26,7 @@ __all__ = [
     "toy_pairs",
     "unrelated_pairs",
     "write_data_dir",
+    "write_toy_data_dir",
     "write_parallel",
 ]
 
@@ -63,6 +66,38 @@ def write_data_dir(path: Path, n_train: int = 240, n_valid: int = 24, vocab_size
         writer.add(tok.encode([p[0] for p in pairs]), tok.encode([p[1] for p in pairs]))
         writer.close()
     data.write_meta({"pairs": {k: len(v) for k, v in splits.items()}, "src_lang": "xx", "tgt_lang": "yy"})
+    return path
+
+
+def write_toy_data_dir(path: Path, spm: Path, n_train: int = 300, n_test: int = 40) -> Path:
+    """A data directory of toy_pairs encoded with `spm` (the toy translator's spm.model, copied):
+    train shards and raw text, valid and test (raw text and shards), meta.json."""
+    import shutil
+
+    from aiayn.data.dataset import ShardWriter
+    from aiayn.data.tokenizer import Tokenizer
+
+    (path / "raw").mkdir(parents=True, exist_ok=True)
+    data = DataDir(path)
+    shutil.copyfile(spm, data.spm_path)
+    tok = Tokenizer.load(data.spm_path)
+    splits = {
+        "train": toy_pairs(n_train, seed=3),
+        "valid": toy_pairs(n_test, 5),
+        "test": toy_pairs(n_test, 7),
+    }
+    for split, pairs in splits.items():
+        writer = ShardWriter(path, split, tok.vocab_size)
+        writer.add(tok.encode([p[0] for p in pairs]), tok.encode([p[1] for p in pairs]))
+        writer.close()
+        write_parallel(pairs, data.raw(split, "src"), data.raw(split, "tgt"))
+    meta = {
+        "pairs": {k: len(v) for k, v in splits.items()},
+        "dropped": {},
+        "src_lang": "es",
+        "tgt_lang": "en",
+    }
+    data.write_meta(meta)
     return path
 
 

@@ -229,6 +229,7 @@ class DecodeConfig(Serializable):
     batch_tokens: int = TrainConfig.max_tokens  # source tokens per decoding batch: a training batch's
     sampling: bool = False  # draw n_best samples (as SamplingConfig says) instead of searching
     draft_tokens: int = 2  # tokens a draft proposes per check (aiayn.decode.speculative; BENCHMARKS.md)
+    shortlist: bool = False  # restrict the output layer to the model's shortlist (aiayn.decode.shortlist)
 
     def __post_init__(self) -> None:
         """The one check of the decoding options: the searches below take them as they come."""

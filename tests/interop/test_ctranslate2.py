@@ -156,3 +156,36 @@ def test_an_imported_opus_mt_model_exports_to_the_same_ctranslate2_model(tokeniz
     theirs, _ = ct2_translate(ct2, marian_tokenizer(again), texts, 4, 1.0)
     ours, _ = aiayn_translate(translator, texts, None, beam_size=4, alpha=1.0, length_penalty_style="fairseq")
     assert theirs == ours and all(ours)
+
+
+def test_ctranslate2_takes_the_shortlist_as_its_vmap(toy_model_dir, tmp_path):
+    """export-hf writes the shortlist as vmap.txt; converted with it, CTranslate2's use_vmap outputs
+    stay within each sentence's candidates and agree with aiayn's shortlisted outputs."""
+    import shutil
+
+    from aiayn.apps.shortlist import build_shortlist
+    from toy_translation import write_toy_data_dir
+
+    model = tmp_path / "model"
+    shutil.copytree(toy_model_dir, model)
+    build_shortlist(
+        model, write_toy_data_dir(tmp_path / "data", model / "spm.model"), k=3, frequent=2, progress=False
+    )
+    hf_dir = export_hf(model, tmp_path / "hf")
+    assert (hf_dir / "vmap.txt").is_file()
+    with quiet_sacremoses():
+        TransformersConverter(str(hf_dir)).convert(str(tmp_path / "ct2"), vmap=str(hf_dir / "vmap.txt"))
+    ct2 = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
+    tokenizer, translator = marian_tokenizer(hf_dir), Translator.load(model, device="cpu")
+    layout = OpusLayout.of(translator.config)
+    same = 0
+    for text in HELD_OUT:
+        source = tokenizer.convert_ids_to_tokens(tokenizer([text])["input_ids"][0])
+        result = ct2.translate_batch([source], beam_size=1, use_vmap=True, min_decoding_length=0)
+        theirs = tokenizer.convert_tokens_to_ids(result[0].hypotheses[0])
+        kept = translator.shortlist.kept(torch.tensor([translator.encode([text])[0]]))
+        assert set(theirs) <= set(torch.argsort(layout.target)[kept].tolist())  # kept, as export ids
+        ours, _ = aiayn_translate(translator, [text], layout, beam_size=1, shortlist=True)
+        same += theirs == ours[0]
+    assert same >= 0.9 * len(HELD_OUT)
+    assert not (export_hf(toy_model_dir, tmp_path / "plain") / "vmap.txt").exists()  # no shortlist, no vmap

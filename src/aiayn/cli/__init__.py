@@ -325,7 +325,7 @@ COMMANDS.append(_add_plot)
 
 
 def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
-    from aiayn.cli import doctor, interop, serve, variations, vision
+    from aiayn.cli import doctor, interop, serve, speed, variations, vision
 
     return [
         serve.add_serve,
@@ -336,6 +336,8 @@ def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
         interop.add_export_hf,
         doctor.add_doctor,
         variations.add_variations,
+        speed.add_shortlist,
+        speed.add_distill,
     ]
 
 

@@ -20,11 +20,13 @@ SEARCH_FLAGS = {
     "max_len_a": "max_len_a",
     "max_len_b": "max_len_b",
     "batch_tokens": "batch_tokens",
+    "shortlist": "shortlist",
 }
 
 
 def add_search_options(p: argparse.ArgumentParser) -> None:
-    """--beam, --alpha, --length-penalty-style, --max-len-a/b, --batch-tokens, --device and --int8."""
+    """--beam, --alpha, --length-penalty-style, --max-len-a/b, --batch-tokens, --device, --int8 and
+    --shortlist."""
     d = DecodeConfig
     p.add_argument("--beam", type=int, help=f"beam size (default {d.beam_size}, the paper's; 1 = greedy)")
     p.add_argument("--alpha", type=float, help=f"length penalty exponent (default {d.alpha}, the paper's)")
@@ -46,6 +48,12 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     add_renamed_option(p, "--max-tokens", "--batch-tokens", type=int)
     add_device_option(p)
     p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
+    p.add_argument(
+        "--shortlist",
+        action="store_true",
+        default=None,
+        help="restrict the output layer to the model's shortlist (built by `aiayn shortlist`)",
+    )
 
 
 def add_draft_options(p: argparse.ArgumentParser, tokens: bool = True) -> None:

@@ -63,13 +63,25 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     add_device_option(p)
     p.add_argument("--int8", action="store_true", help="int8 linear layers (dynamic quantisation; CPU only)")
     add_draft_options(p, tokens=False)
+    p.add_argument(
+        "--shortlist", action="store_true", help="restrict the output layer to the model's shortlist"
+    )
     p.set_defaults(handler=_run_serve)
 
 
 def _run_serve(args: argparse.Namespace) -> None:
     from aiayn.serve import serve
 
-    serve(args.model_dir, args.host, args.port, serve_settings(args), args.device, args.int8, args.draft)
+    serve(
+        args.model_dir,
+        args.host,
+        args.port,
+        serve_settings(args),
+        args.device,
+        args.int8,
+        args.draft,
+        args.shortlist,
+    )
 
 
 def add_attention(sub: argparse._SubParsersAction) -> None:

@@ -5,7 +5,8 @@ encoder runs once, the decoder's cross-attention keys/values are projected once 
 repeated for its hypotheses (`Transformer.start_decoding`), and every step feeds only the newest
 token through the decoder's self-attention cache. `decode_batch` picks greedy or
 beam search and the per-sentence maximum output length a * |source| + b; a `StepMask` among the
-controls wraps the stepper to mask its log-probabilities (well-formed trees only: aiayn.parse).
+controls wraps the stepper to mask its log-probabilities (well-formed trees only: aiayn.parse), a
+`Shortlist` restricts its output layer to the batch's candidates (aiayn.decode.shortlist).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from aiayn.decode.search import (
     beam_search,
     greedy_search,
 )
+from aiayn.decode.shortlist import Columns, KeptOutput, Shortlist, forced_ids
 from aiayn.decode.speculative import Draft, speculative_search
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
@@ -68,16 +70,25 @@ def max_lengths(src_lens: Tensor, config: ModelConfig, max_len_a: float, max_len
 class TransformerStepper:
     """A `Stepper` over `Transformer.decode_step` for n sentences x `beam` hypotheses (sentence-major)."""
 
-    def __init__(self, model: Transformer, src: Tensor, beam: int, max_steps: int):
-        """src (n, src_len) right-padded; max_steps: the most decoding steps (cache capacity)."""
+    def __init__(
+        self, model: Transformer, src: Tensor, beam: int, max_steps: int, kept: Tensor | None = None
+    ):
+        """src (n, src_len) right-padded; max_steps: the most decoding steps (cache capacity);
+        kept: the target ids a shortlist keeps (its tokens and outputs are then their columns)."""
         memory, mask = model.encode(src)  # (n, src_len, d_model), (n, 1, 1, src_len) | None
         self.model = model
         self.state = model.start_decoding(memory, mask, max_steps, beam)  # n * beam rows
+        self.output = None if kept is None else KeptOutput(model, kept)
 
     def step(self, tokens: Tensor) -> Tensor:
-        """tokens (rows,) -> log-probabilities (rows, vocab) in float32, written over the logits
-        (this step's own tensor): a fresh one costs its pages again every step on the CPU."""
-        logits = decode_step(self.model, tokens, self.state).float()  # (rows, vocab); native where attached
+        """tokens (rows,) -> log-probabilities (rows, vocab or kept) in float32, written over the
+        logits (this step's own tensor): a fresh one costs its pages again every step on the CPU."""
+        if self.output is not None:
+            logits = self.output.step(tokens, self.state).float()  # (rows, kept)
+        else:
+            logits = decode_step(
+                self.model, tokens, self.state
+            ).float()  # (rows, vocab); native where attached
         return torch.log_softmax(logits, dim=-1, out=None if logits.requires_grad else logits)
 
     def reorder(self, index: Tensor) -> None:
@@ -111,12 +122,19 @@ class Controls:
     keys: list[int] | None = None  # a text's index in the caller's input: its samples' seed
     should_stop: StopHook | None = None  # asked before every step (SearchStopped when it says so)
     mask: StepMask | None = None
+    shortlist: Shortlist | None = None  # restrict the output layer to each batch's candidates
 
     def subset(self, index: list[int]) -> Controls:
         pick = lambda xs: None if xs is None else [xs[i] for i in index]  # noqa: E731
         mask = None if self.mask is None else self.mask.subset(index)
         return Controls(
-            pick(self.prefixes), pick(self.constraints), self.sample, pick(self.keys), self.should_stop, mask
+            pick(self.prefixes),
+            pick(self.constraints),
+            self.sample,
+            pick(self.keys),
+            self.should_stop,
+            mask,
+            self.shortlist,
         )
 
     def needed(self, n: int) -> Tensor:
@@ -128,6 +146,33 @@ class Controls:
             if self.constraints is not None:
                 need[i] = max(int(need[i]), sum(map(len, self.constraints[i])))
         return need
+
+
+def _columns(controls: Controls, src: Tensor, options: DecodeConfig) -> Columns:
+    """The output layer's columns for a batch src (n, src_len): its shortlist's ids, or all."""
+    if controls.shortlist is None:
+        if options.shortlist:  # a Translator passes its model's (or says it has none)
+            raise AiaynError("shortlist=True but no shortlist was given (parse models take none)")
+        return Columns(None)
+    if controls.mask is not None:
+        raise AiaynError("a shortlist cannot restrict a masked search (parse models)")
+    return Columns(controls.shortlist.kept(src, forced_ids(controls.prefixes, controls.constraints)))
+
+
+def _rules(config: ModelConfig, options: DecodeConfig, controls: Controls, columns: Columns, device) -> dict:
+    """The search's rules (SearchRules' fields), in the columns of the output layer it runs on."""
+    eos, banned = columns(config.eos_id), columns.banned(config.banned_ids)
+    prefixes = None if controls.prefixes is None else Prefixes(columns.lists(controls.prefixes), eos, banned)
+    return dict(
+        start_id=columns(config.start_id),
+        eos_id=eos,
+        banned=banned,
+        alpha=options.alpha,
+        style=options.length_penalty_style,
+        prefixes=prefixes,
+        device=device,
+        should_stop=controls.should_stop,
+    )
 
 
 @torch.inference_mode()
@@ -144,8 +189,10 @@ def decode_batch(
     is 1 (the same result as beam search with one beam, faster), beam search otherwise; sampling
     (n_best samples) when `options.sampling` or `controls.sample` ask for it, dynamically allocated
     beams when `controls` hold constraints; `controls.mask` masks every step's log-probabilities,
-    under any of these searches; a `draft` makes an unsteered greedy search of one model speculative
-    (aiayn.decode.speculative: the same outputs). Returns up to n_best hypotheses per sentence.
+    under any of these searches; `controls.shortlist` restricts the output layer to the batch's
+    candidates (aiayn.decode.shortlist); a `draft` makes an unsteered greedy search of one model
+    without a shortlist speculative (aiayn.decode.speculative: the same outputs). Returns up to
+    n_best hypotheses per sentence, best first.
     """
     models = [model] if isinstance(model, Transformer) else list(model)
     config, controls = models[0].config, controls or Controls()
@@ -161,33 +208,27 @@ def decode_batch(
         raise AiaynError(
             f"beam_size {rows} is over the model's {config.vocab_size} tokens: no wider beam helps"
         )
-    prefixes = (
-        None if controls.prefixes is None else Prefixes(controls.prefixes, config.eos_id, config.banned_ids)
+    columns = _columns(controls, src, options)  # the search runs on the output layer's columns
+    rules = _rules(config, options, controls, columns, src.device)
+    plain = (
+        rules["prefixes"] is None and not controls.constraints and controls.mask is None and len(models) == 1
     )
-    rules = dict(
-        start_id=config.start_id,
-        eos_id=config.eos_id,
-        banned=config.banned_ids,
-        alpha=options.alpha,
-        style=options.length_penalty_style,
-        prefixes=prefixes,
-        device=src.device,
-        should_stop=controls.should_stop,
-    )
-    plain = prefixes is None and not controls.constraints and controls.mask is None and len(models) == 1
-    if draft is not None and sample is None and rows == 1 and plain:
+    if draft is not None and sample is None and rows == 1 and plain and columns.kept is None:
         return speculative_search(models[0], draft, src, max_lens, options.draft_tokens, SearchRules(**rules))
-    steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1) for m in models]
+    steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1, columns.kept) for m in models]
     stepper = steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)
     if controls.mask is not None:
         stepper = controls.mask.wrap(stepper, max_lens, rows, src.device)
     if sample is not None:
         keys = row_keys(sample.seed, torch.tensor(controls.keys or range(src.size(0))), rows)
-        return sample_search(stepper, max_lens, keys, samples=rows, sampling=sample, **rules)
+        return columns.back(sample_search(stepper, max_lens, keys, samples=rows, sampling=sample, **rules))
     if controls.constraints is not None and any(controls.constraints):
-        return constrained_beam_search(
-            stepper, max_lens, controls.constraints, beam_size=rows, n_best=options.n_best, **rules
+        phrases = [columns.lists(c) for c in controls.constraints]
+        return columns.back(
+            constrained_beam_search(
+                stepper, max_lens, phrases, beam_size=rows, n_best=options.n_best, **rules
+            )
         )
     if rows == 1:
-        return greedy_search(stepper, max_lens, **rules)
-    return beam_search(stepper, max_lens, beam_size=rows, n_best=options.n_best, **rules)
+        return columns.back(greedy_search(stepper, max_lens, **rules))
+    return columns.back(beam_search(stepper, max_lens, beam_size=rows, n_best=options.n_best, **rules))

@@ -4,7 +4,7 @@
     translator = Translator.load("runs/quickstart/model", int8=True)   # int8 linear layers, CPU
     translator.translate(["En el principio era el Verbo."])           # ['In the beginning ...']
     translator.translate(texts, beam_size=4, n_best=4)                 # [[Translation, ...], ...]
-    translator.translate(texts, DecodeConfig(beam_size=8, alpha=1.0))   # the same, as one object
+    translator.translate(texts, DecodeConfig(beam_size=8, shortlist=True))  # as one object; shortlist
 
     translator.translate(texts, prefix=["In the"], constraints=[["Word"]])   # steer the search
     translator.translate(texts, sample=SamplingConfig(top_p=0.9, seed=1))      # sample instead
@@ -38,6 +38,7 @@ from aiayn.decode.document import join_document, split_document
 from aiayn.decode.ensemble import check_shared_vocabulary
 from aiayn.decode.inputs import Encoded, SplitHook, source_units, target_constraints, target_prefixes
 from aiayn.decode.search import Hypothesis, StopHook
+from aiayn.decode.shortlist import chosen_shortlist, read_shortlist
 from aiayn.decode.speculative import Draft
 from aiayn.decode.stepper import Controls, decode_batch, source_limit, target_limit
 from aiayn.errors import AiaynError, TextError
@@ -93,8 +94,8 @@ class Translator:
 
     def __init__(self, model: Transformer, tokenizer: Any, info: dict | None = None, others=None, draft=None):
         self.model, self.tokenizer, self.info, self.draft = model, tokenizer, info or {}, draft
-        self.models = [model, *(others or [])]
-        self.config = model.config
+        self.models, self.config = [model, *(others or [])], model.config
+        self.shortlist, self.use_shortlist = None, False  # aiayn.decode.shortlist; True: always used
 
     @classmethod
     def load(
@@ -131,7 +132,9 @@ class Translator:
         if draft is not None and others:
             raise AiaynError(f"a draft model ({draft}) speeds up one model, not an ensemble of {len(dirs)}")
         draft = draft if draft is None else Draft.load(draft, dirs[0], model, tokenizers[0], int8)
-        return cls(model, tokenizers[0], info, others, draft)
+        translator = cls(model, tokenizers[0], info, others, draft)
+        translator.shortlist = read_shortlist(dirs[0], model.config)  # None: the model has none
+        return translator
 
     @property
     def int8(self) -> bool:
@@ -197,7 +200,7 @@ class Translator:
         An empty source gives one empty hypothesis with score 0 without running the model.
         `should_stop()` is asked before every search step (SearchStopped when it answers True).
         """
-        controls = controls or Controls()
+        controls = replace(controls or Controls(), shortlist=chosen_shortlist(self, options))
         if should_stop is not None:
             controls = replace(controls, should_stop=should_stop)
         results: list[list[Hypothesis]] = [[] for _ in sources]

@@ -16,7 +16,9 @@ Hugging Face's Marian conversion script writes them. So it loads with `MarianMTM
 `MarianTokenizer`, and tools built for OPUS-MT take it unchanged, e.g. CTranslate2's
 `ct2-transformers-converter --model OUT_DIR --output_dir OUT_DIR-ct2`. Those tools start the
 decoder from a zero vector; a model whose decoder starts from a learned <s> (decoder_start_id:
-null) still exports exactly for Transformers, with a warning that the others will differ.
+null) still exports exactly for Transformers, with a warning that the others will differ. A model
+with a shortlist (`aiayn shortlist`) gets it as CTranslate2's vocabulary map too, OUT_DIR/vmap.txt
+(`ct2-transformers-converter ... --vocab_mapping OUT_DIR/vmap.txt`, then `use_vmap=True`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import torch
 from safetensors.torch import save_file
 
 from aiayn.config import ModelConfig
+from aiayn.decode.shortlist import VMAP_FILE, read_shortlist, write_vmap
 from aiayn.errors import AiaynError
 from aiayn.interop.marian_import import TARGET_VOCAB_FILE, TOKENIZER_FILES
 from aiayn.interop.marian_tokenizer import read_vocab
@@ -158,6 +161,7 @@ def zero_start_warning(model: Transformer) -> str | None:
 
 EXPORT_FILES = frozenset(
     {"config.json", "generation_config.json", "model.safetensors", "tokenizer_config.json", TARGET_VOCAB_FILE}
+    | {VMAP_FILE}
     | set(TOKENIZER_FILES.values())
 )  # what an export writes, and all that a directory it replaces may hold
 
@@ -216,6 +220,9 @@ def export_hf(model_dir: str | Path, out_dir: str | Path, warn: Callable[[str], 
         }
         tokenizer = {"tokenizer_class": "MarianTokenizer", **languages, **extra}
         _write_json(work / "tokenizer_config.json", tokenizer)
+        shortlist = read_shortlist(model_dir, config)
+        if shortlist is not None:  # for ct2-transformers-converter --vocab_mapping OUT_DIR/vmap.txt
+            write_vmap(shortlist, load_tokenizer(model_dir, data), work / VMAP_FILE, config.banned_ids)
     message = zero_start_warning(model)
     if message:
         (warn or warnings.warn)(f"{model_dir}: {message}")

@@ -40,7 +40,14 @@ from aiayn.runtime.linear import ROW_PROBES, PackedLinear, padded_rows, row_clas
 from aiayn.runtime.native_build import native_status
 from aiayn.runtime.quantize import Int8Linear
 
-__all__ = ["NativeDecoder", "attach_native_decoder", "decode_step", "native_decoder", "native_status"]
+__all__ = [
+    "NativeDecoder",
+    "attach_native_decoder",
+    "decode_step",
+    "native_decoder",
+    "native_status",
+    "restricted_native",
+]
 FALLBACK = "decoding steps run in Python"
 
 # The modules each NativeDecoder computes, watched: a layer or Parameter put in place of one of theirs
@@ -60,9 +67,11 @@ torch.nn.modules.module.register_module_parameter_registration_hook(_on_registra
 
 
 class NativeDecoder:
-    """A Transformer's decoder as one native object holding (by reference) the model's weights."""
+    """A Transformer's decoder as one native object holding (by reference) the model's weights;
+    `watch=False` for one that lives only as long as a batch (a shortlist's, `restricted_native`),
+    which leaves the model's own decoder the one its modules report to."""
 
-    def __init__(self, decoder: torch.ScriptObject, model: Transformer) -> None:
+    def __init__(self, decoder: torch.ScriptObject, model: Transformer, watch: bool = True) -> None:
         self._decoder = decoder
         self.stale = False  # set when one of the watched modules gets a new layer or Parameter
         # Every float tensor it reads, with where its data was: `.to`, `.half` or `param.data = ...`
@@ -70,7 +79,7 @@ class NativeDecoder:
         held = [*model.decoder.parameters(), model.output_weight, model.output_bias]
         self._held = [(p, p.data_ptr()) for p in held if p is not None]
         self._layers = len(model.decoder.layers)
-        for module in [model, *model.decoder.modules(), model.output_layer]:
+        for module in [model, *model.decoder.modules(), model.output_layer] if watch else []:
             _watched[module] = self
 
     def valid_for(self, model: Transformer) -> bool:
@@ -151,8 +160,9 @@ def _detached(t: Tensor | None) -> Tensor | None:
     return None if t is None else t.detach()
 
 
-def _native_of(model: Transformer) -> torch.ScriptObject | str:
-    """The native decoder of `model`'s decoder and output layer, or why it cannot be built."""
+def _native_of(model: Transformer, output: tuple | None = None) -> torch.ScriptObject | str:
+    """The native decoder of `model`'s decoder and output layer (or `output`: a layer, its weight
+    and bias), or why it cannot be built."""
     c = model.config
     native = torch.classes.aiayn.NativeDecoder(
         c.n_heads, c.key_dim, c.value_dim, c.norm_first, c.activation, c.layer_norm_eps
@@ -166,9 +176,20 @@ def _native_of(model: Transformer) -> torch.ScriptObject | str:
             native.add_norm(res.norm.weight.detach(), res.norm.bias.detach())
     if model.decoder.norm is not None:
         native.add_norm(model.decoder.norm.weight.detach(), model.decoder.norm.bias.detach())
-    if not _add_linear(native, model.output_layer, model.output_weight, model.output_bias):
-        return f"an output layer of kind {type(model.output_layer).__name__}"
+    output = output or (model.output_layer, model.output_weight, model.output_bias)
+    if not _add_linear(native, *output):
+        return f"an output layer of kind {type(output[0]).__name__}"
     return native
+
+
+def restricted_native(model: Transformer, layer: nn.Module, weight: Tensor, bias: Tensor | None):
+    """A NativeDecoder of `model`'s decoder with `layer` (weight (kept, d_model), bias) as its output
+    layer (a shortlist's rows: aiayn.decode.shortlist), valid while the model's own native decoder
+    is; None where the model decodes in Python."""
+    if native_decoder(model) is None:
+        return None
+    native = _native_of(model, (layer, weight, bias))
+    return None if isinstance(native, str) else NativeDecoder(native, model, watch=False)
 
 
 def attach_native_decoder(model: Transformer) -> str:

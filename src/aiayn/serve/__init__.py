@@ -44,26 +44,31 @@ def serve(
     device: str | None = None,
     int8: bool = False,
     draft: str | Path | None = None,
+    shortlist: bool = False,
 ) -> None:
     """Load the model directory and serve it until interrupted (127.0.0.1 unless told otherwise).
 
     `int8`: int8 linear layers (aiayn.runtime.quantize; CPU only). `draft`: a draft model's
     directory: greedy requests (beam_size 1, no sampling, prefix or constraints) decode
-    speculatively (aiayn.decode.speculative), with the same outputs.
+    speculatively (aiayn.decode.speculative), with the same outputs. `shortlist`: every batch's
+    output layer restricted to the model's shortlist (aiayn.decode.shortlist).
     """
     import uvicorn
 
+    from aiayn.decode.shortlist import require_shortlist
     from aiayn.decode.translator import Translator
 
     sock = _bind(host, port)  # a bad address or a port in use is said before the model loads
     try:
         translator = Translator.load(model_dir, device=device, int8=int8, draft=draft)
+        if shortlist:
+            require_shortlist(translator)
     except BaseException:
         sock.close()
         raise
     app = create_app(translator, settings)
     url = server_url(host, sock.getsockname()[1])
-    mode = (", int8" if int8 else "") + (f", draft {draft}" if draft else "")
+    mode = ", int8" * int8 + (f", draft {draft}" if draft else "") + ", shortlist" * shortlist
     print(f"aiayn serve: {model_dir}{mode} on {url} (API docs at {url}docs)", flush=True)
     config = uvicorn.Config(
         app, log_level="warning", http=guarded_protocol(), timeout_keep_alive=KEEP_ALIVE_S

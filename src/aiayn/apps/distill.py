@@ -1,0 +1,189 @@
+"""`aiayn distill`: sequence-level knowledge distillation (Kim and Rush, 2016, "Sequence-Level
+Knowledge Distillation", section 3.2): a teacher (one model, or an ensemble) translates the training
+sources with beam search, and a student is trained on the teacher's translations instead of the
+references. The students of the WMT efficiency task (Marian/Bergamot) are distilled so: a deep
+encoder and a one- or two-layer decoder (configs/student.yaml), whose decoding steps cost a
+fraction of the teacher's.
+
+    OUT/data                 a data directory with the teacher's vocabulary (spm.model copied): the
+                             training sources, the teacher's translations as targets; valid and test
+                             as the original's (scored against the human references)
+    OUT/data.parts/          while translating: chunk-NNNNN.npz per finished chunk (an interrupted
+                             run goes on from the last finished one), parts.json (what they are of)
+    OUT/ckpt-*, OUT/model    the student's run and its model directory (last checkpoints averaged)
+
+Sources are translated as the data directory holds them (token ids), so nothing is lost to a
+second tokenization; the data must be in the teacher's vocabulary (`prepare --spm TEACHER`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from aiayn.apps.shortlist import check_same_vocabulary
+from aiayn.config import DecodeConfig, RunConfig
+from aiayn.data.datadir import META_FILE, RAW_DIR, SPLITS, SPM_FILE, DataDir
+from aiayn.data.dataset import ShardWriter, has_split
+from aiayn.errors import AiaynError
+from aiayn.model.io import read_config
+from aiayn.safe_io import atomic_path, atomic_write_text, building_directory, output_dir
+
+CHUNK = 1000  # training sources translated per chunk: what an interruption can lose
+PARTS, PARTS_FILE = "data.parts", "parts.json"
+STUDENT = "student"  # configs/student.yaml: the student's model and recipe
+
+
+def _sources(data: DataDir) -> list[np.ndarray]:
+    """The training sources as the data directory holds them: piece ids + EOS."""
+    train = data.tokens("train")
+    return [np.asarray(train[i][0], dtype=np.int64) for i in range(len(train))]
+
+
+def _chunk_path(parts: Path, index: int) -> Path:
+    return parts / f"chunk-{index:05d}.npz"
+
+
+def _check_parts(parts: Path, description: dict) -> None:
+    """parts.json says what the chunks are of: a resume must be of the same (teachers, data, search)."""
+    path = parts / PARTS_FILE
+    if path.is_file() and json.loads(path.read_text(encoding="utf-8")) != description:
+        raise AiaynError(
+            f"{parts} holds the translations of another distillation (teachers, data, search or chunk); "
+            "remove it or use another --out"
+        )
+    atomic_write_text(path, json.dumps(description, indent=2) + "\n")
+
+
+def translate_chunks(
+    translator, sources: Sequence[np.ndarray], parts: Path, options, chunk: int, progress=True
+):
+    """Translate `sources` chunk by chunk into parts/chunk-NNNNN.npz (each written atomically),
+    skipping the chunks already there; returns how many chunks this call translated."""
+    starts = list(range(0, len(sources), chunk))
+    todo = [i for i, _ in enumerate(starts) if not _chunk_path(parts, i).is_file()]
+    done = len(sources) - sum(len(sources[starts[i] : starts[i] + chunk]) for i in todo)
+    with tqdm(total=len(sources), initial=done, desc="distilling", unit="sent", disable=not progress) as bar:
+        for i in todo:
+            ids = [s.tolist() for s in sources[starts[i] : starts[i] + chunk]]
+            found = translator.translate_ids(ids, options.replace(n_best=1), progress=bar.update)
+            tokens = [h[0].tokens for h in found]
+            lengths = np.array([len(t) for t in tokens], dtype=np.int64)
+            flat = np.array([t for ts in tokens for t in ts], dtype=np.int64)
+            with atomic_path(_chunk_path(parts, i)) as tmp, open(tmp, "wb") as f:
+                np.savez(f, tokens=flat, lengths=lengths)
+    return len(todo)
+
+
+def _read_chunks(parts: Path, count: int) -> list[list[int]]:
+    """The teacher's translations (ids, no EOS) of every source, in order."""
+    outputs: list[list[int]] = []
+    for i in range(count):
+        with np.load(_chunk_path(parts, i)) as part:
+            ends = np.cumsum(part["lengths"])
+            outputs += [t.tolist() for t in np.split(part["tokens"], ends[:-1])] if len(ends) else []
+    return outputs
+
+
+def _write_data(data: DataDir, out: Path, sources, outputs, description: dict) -> None:
+    """OUT/data: the original's vocabulary, valid and test; train = sources + the teacher's outputs."""
+    tokenizer = data.tokenizer()
+    with building_directory(out) as work:
+        shutil.copyfile(data.spm_path, work / SPM_FILE)
+        shutil.copytree(data.path / RAW_DIR, work / RAW_DIR)
+        for split in SPLITS[1:]:
+            if has_split(data.path, split):
+                for name in (f"{split}.src.bin", f"{split}.tgt.bin", f"{split}.index.npz"):
+                    shutil.copyfile(data.path / name, work / name)
+        writer = ShardWriter(work, "train", tokenizer.vocab_size)
+        writer.add([s[:-1].tolist() for s in sources], outputs)
+        writer.close()
+        texts = tokenizer.decode(outputs) if outputs else []
+        (work / RAW_DIR / "train.tgt").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+        meta = {**data.meta, "distilled": description}
+        (work / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def distill_data(
+    teachers: Sequence[str | Path],
+    data_dir: str | Path,
+    out: str | Path,
+    options: DecodeConfig | None = None,
+    *,
+    chunk: int = CHUNK,
+    device: str | None = None,
+    int8: bool = False,
+    progress: bool = True,
+) -> Path:
+    """Translate DATA's training sources with the teacher(s) (an ensemble when several) and write
+    OUT/data; a finished OUT/data is reused, an interrupted one goes on from its last chunk."""
+    from aiayn.decode.translator import Translator
+
+    options, out, data = options or DecodeConfig(), output_dir(out, "--out"), DataDir(data_dir)
+    if chunk < 1:
+        raise AiaynError(f"--chunk must be at least 1, got {chunk}")
+    if data.is_parse:
+        raise AiaynError(f"{data.path}: parse data; distill translates translation pairs")
+    if DataDir(out / "data").prepared:
+        return out / "data"
+    for teacher in teachers:
+        config, info = read_config(teacher)
+        check_same_vocabulary(Path(teacher), info, config, data)
+    description = {
+        "teachers": [str(Path(t).resolve()) for t in teachers],
+        "data": str(data.path.resolve()),
+        "search": options.replace(n_best=1).to_dict(),
+        "chunk": chunk,
+    }
+    parts = output_dir(out / PARTS, "--out")
+    _check_parts(parts, description)
+    translator = Translator.load(list(teachers) if len(teachers) > 1 else teachers[0], device, int8=int8)
+    sources = _sources(data)
+    translate_chunks(translator, sources, parts, options, chunk, progress)
+    outputs = _read_chunks(parts, len(range(0, len(sources), chunk)))
+    _write_data(data, out / "data", sources, outputs, description)
+    shutil.rmtree(parts)
+    return out / "data"
+
+
+def student_config(
+    out: str | Path,
+    preset: str | None = None,
+    config_file: str | Path | None = None,
+    overrides=(),
+    steps=None,
+) -> RunConfig:
+    """The student's RunConfig: `config_file` (as `aiayn train --config`), or configs/student.yaml
+    (its model replaced by `preset`'s when given), then `key=value` overrides and `steps` updates."""
+    from aiayn.config import ModelConfig
+    from aiayn.overrides import apply_overrides
+    from aiayn.train.run import build_run_config
+
+    if config_file is not None:
+        return build_run_config(out, config_file=config_file, overrides=list(overrides), max_steps=steps)
+    config = RunConfig.named(STUDENT)
+    if preset is not None and preset != STUDENT:
+        config = config.replace(model=ModelConfig.preset(preset))
+    model, train, decode = apply_overrides([config.model, config.train, config.decode], list(overrides))
+    train = train if steps is None else train.replace(max_steps=steps)
+    return RunConfig(model=model, train=train, decode=decode)
+
+
+def train_student(data_dir: Path, out: Path, config: RunConfig, progress: bool = True) -> Path:
+    """Train the student into OUT (resuming when it has checkpoints) and average its last
+    checkpoints into OUT/model; a finished OUT/model is reused."""
+    from aiayn.train.checkpoint import average_run
+    from aiayn.train.trainer import train
+
+    model_dir = out / "model"
+    if (model_dir / "config.json").is_file():
+        return model_dir
+    result = train(data_dir, out, config, progress=progress)
+    if result.stop_reason.startswith("signal"):
+        raise KeyboardInterrupt
+    return average_run(out, last=config.train.average_last, out_dir=model_dir)

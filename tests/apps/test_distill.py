@@ -1,0 +1,113 @@
+"""`aiayn distill` (aiayn.apps.distill): the distilled data directory holds the teacher's beam-search
+translations of the training sources in the teacher's vocabulary, an interrupted translation goes
+on from its last finished chunk, and a student trains on it."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+from aiayn.apps import distill as distill_app
+from aiayn.apps.distill import distill_data, student_config
+from aiayn.cli import main
+from aiayn.config import DecodeConfig, ModelConfig
+from aiayn.data.datadir import DataDir
+from aiayn.decode.translator import Translator
+from aiayn.errors import AiaynError
+from toy_translation import write_toy_data_dir
+
+SEARCH = DecodeConfig(beam_size=2)
+
+
+class Interrupted(Exception):
+    """What stops the run in the middle of its third chunk (as Ctrl-C or a killed process would)."""
+
+
+@pytest.fixture(scope="module")
+def toy_data(toy_model_dir, tmp_path_factory):
+    """60 training pairs of the toy task in the toy translator's vocabulary."""
+    root = tmp_path_factory.mktemp("distill")
+    return write_toy_data_dir(root / "data", toy_model_dir / "spm.model", n_train=60, n_test=10)
+
+
+def test_the_targets_are_the_teacher_s_translations(toy_model_dir, toy_data, tmp_path):
+    out = distill_data([toy_model_dir], toy_data, tmp_path / "out", SEARCH, chunk=16, progress=False)
+    original, distilled = DataDir(toy_data), DataDir(out)
+    assert (
+        out == tmp_path / "out" / "data"
+        and distilled.prepared
+        and not (tmp_path / "out" / "data.parts").exists()
+    )
+    teacher = Translator.load(toy_model_dir, device="cpu")
+    sources = original.raw("train", "src").read_text().splitlines()
+    expected = teacher.translate(sources, SEARCH)  # from the text, not the ids: an independent path
+    assert distilled.raw("train", "tgt").read_text().splitlines() == expected
+    train, before = distilled.tokens("train"), original.tokens("train")
+    assert len(train) == len(before) == 60
+    for i in range(60):
+        assert np.array_equal(train[i][0], before[i][0])  # the same sources
+        assert train[i][1].tolist() == teacher.encode([expected[i]])[0]  # the teacher's output + EOS
+    assert distilled.spm_path.read_bytes() == original.spm_path.read_bytes()
+    assert distilled.raw("test", "tgt").read_text() == original.raw("test", "tgt").read_text()
+    assert len(distilled.tokens("valid")) == len(original.tokens("valid"))
+    assert distilled.meta["distilled"]["search"]["beam_size"] == 2
+
+
+def test_an_interrupted_run_goes_on_from_its_last_chunk(toy_model_dir, toy_data, tmp_path, monkeypatch):
+    calls = []
+    translate_ids = Translator.translate_ids
+
+    def interrupted(self, sources, *args, **kwargs):
+        calls.append(len(sources))
+        if len(calls) == 3:
+            raise Interrupted
+        return translate_ids(self, sources, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate_ids", interrupted)
+    with pytest.raises(Interrupted):
+        distill_data([toy_model_dir], toy_data, tmp_path / "out", SEARCH, chunk=16, progress=False)
+    assert sorted(p.name for p in (tmp_path / "out" / "data.parts").glob("chunk-*")) == [
+        "chunk-00000.npz",
+        "chunk-00001.npz",
+    ]
+    calls.clear()
+    out = distill_data([toy_model_dir], toy_data, tmp_path / "out", SEARCH, chunk=16, progress=False)
+    assert calls == [16, 12]  # chunks 2 and 3 only (60 sources)
+    monkeypatch.undo()
+    whole = distill_data([toy_model_dir], toy_data, tmp_path / "whole", SEARCH, chunk=16, progress=False)
+    for name in ("train.tgt.bin", "raw/train.tgt"):
+        assert (out / name).read_bytes() == (whole / name).read_bytes()
+
+
+def test_a_resume_with_another_search_is_refused(toy_model_dir, toy_data, tmp_path):
+    parts = tmp_path / "out" / distill_app.PARTS
+    parts.mkdir(parents=True)
+    (parts / distill_app.PARTS_FILE).write_text('{"teachers": []}')
+    with pytest.raises(AiaynError, match="another distillation"):
+        distill_data([toy_model_dir], toy_data, tmp_path / "out", SEARCH, progress=False)
+
+
+def test_data_in_another_vocabulary_is_refused(toy_model_dir, data_dir, tmp_path):
+    with pytest.raises(AiaynError, match="vocabulary is not"):
+        distill_data([toy_model_dir], data_dir, tmp_path / "out", SEARCH, progress=False)
+
+
+def test_the_student_config():
+    student = student_config("unused")
+    assert (student.model.n_layers, student.model.decoder_layers, student.model.d_model) == (6, 1, 256)
+    tiny = student_config("unused", preset="tiny", overrides=["n_decoder_layers=2"], steps=7)
+    assert tiny.model == ModelConfig.preset("tiny", n_decoder_layers=2) and tiny.train.max_steps == 7
+
+
+def test_distill_on_the_command_line_trains_a_student(toy_model_dir, toy_data, tmp_path, capsys):
+    out = tmp_path / "out"
+    tiny = ["--set", "d_model=32", "--set", "d_ff=64", "--set", "n_heads=2", "--set", "n_layers=2"]
+    argv = ["distill", str(toy_model_dir), str(toy_data), "--out", str(out), "--beam", "2", "--steps", "4"]
+    argv += [*tiny, "--set", "max_tokens=200", "--set", "update_tokens=200", "--set", "save_every=2"]
+    assert main([*argv, "--chunk", "32", "--no-progress"]) == 0
+    assert f"student: {out / 'model'}" in capsys.readouterr().out
+    student = Translator.load(out / "model", device="cpu")
+    assert (student.config.n_layers, student.config.decoder_layers) == (2, 1)
+    assert isinstance(student.translate(["el gato"])[0], str)
+    shutil.rmtree(out / "data" / "raw")  # a finished OUT/data and OUT/model are reused, not redone
+    assert main([*argv, "--no-progress"]) == 0

@@ -1,0 +1,189 @@
+"""The vocabulary shortlist (aiayn.decode.shortlist, aiayn.apps.shortlist): restricted decoding equals
+unrestricted decoding when every id is kept, stays within the shortlist otherwise, its logits are the
+full logits' kept columns, and a missing or foreign shortlist is a one-line error."""
+
+import shutil
+
+import pytest
+import torch
+
+from aiayn.apps.shortlist import build_shortlist
+from aiayn.cli import main
+from aiayn.decode.shortlist import SHORTLIST_FILE, KeptOutput, Shortlist, read_shortlist, write_vmap
+from aiayn.decode.stepper import TransformerStepper
+from aiayn.decode.translator import Translator
+from aiayn.errors import AiaynError
+from aiayn.runtime.native_step import decode_step, native_decoder
+from toy_translation import toy_pairs, write_toy_data_dir
+
+SOURCES = [s for s, _ in toy_pairs(40, seed=11)]
+
+
+@pytest.fixture(scope="module")
+def shortlisted(toy_model_dir, tmp_path_factory):
+    """A copy of the toy model with a real shortlist (3 candidates, 2 frequent), and its data."""
+    root = tmp_path_factory.mktemp("shortlist")
+    model = root / "model"
+    shutil.copytree(toy_model_dir, model)
+    data = write_toy_data_dir(root / "data", model / "spm.model")
+    build_shortlist(model, data, k=3, frequent=2, progress=False)
+    return model, data
+
+
+def everything(translator: Translator) -> Shortlist:
+    """A shortlist that keeps every target id for every source piece."""
+    c = translator.config
+    ids = torch.arange(c.vocab_size, dtype=torch.int32).repeat(c.source_vocab_size, 1)
+    none = torch.zeros(0, dtype=torch.int32)
+    return Shortlist(ids, torch.ones(ids.shape), none, none)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_keeping_every_id_is_the_unrestricted_search(translator, beam):
+    full = translator.translate(SOURCES, beam_size=beam, return_scores=True)
+    translator.shortlist = everything(translator)
+    try:
+        kept = translator.translate(SOURCES, beam_size=beam, return_scores=True, shortlist=True)
+    finally:
+        translator.shortlist = None
+    for a, b in zip(full, kept, strict=True):
+        assert a[0].tokens == b[0].tokens
+        assert a[0].score == pytest.approx(b[0].score, abs=1e-4)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_a_real_shortlist_keeps_outputs_within_it(shortlisted, beam):
+    model, _ = shortlisted
+    translator = Translator.load(model, device="cpu")
+    shortlist = translator.shortlist
+    assert shortlist is not None and shortlist.candidates.shape[1] == 3
+    full = translator.translate(SOURCES, beam_size=beam, return_scores=True)
+    same = 0
+    for text, reference in zip(SOURCES, full, strict=True):  # one text a batch: its own candidates
+        out = translator.translate([text], beam_size=beam, return_scores=True, shortlist=True)[0][0]
+        src = torch.tensor([translator.encode([text])[0]])
+        assert set(out.tokens) <= set(shortlist.kept(src).tolist())
+        same += out.tokens == reference[0].tokens
+    assert same >= 0.8 * len(SOURCES)
+    kept = shortlist.kept(torch.tensor([translator.encode([SOURCES[0]])[0]]))
+    assert len(kept) < translator.config.vocab_size / 2  # a real restriction
+
+
+@pytest.mark.parametrize("int8", [False, True])
+@pytest.mark.parametrize("native", [True, False])
+def test_restricted_logits_are_the_full_logits_kept_columns(shortlisted, int8, native):
+    model, _ = shortlisted
+    translator = Translator.load(model, device="cpu", int8=int8)
+    m = translator.model
+    src = translator._src_tensor(translator.encode(SOURCES[:4]))  # (4, src_len)
+    kept = translator.shortlist.kept(src)
+    full, restricted = TransformerStepper(m, src, 2, 8), TransformerStepper(m, src, 2, 8)
+    restricted.output = KeptOutput(m, kept, native=native)
+    assert (restricted.output.native is not None) == (native and native_decoder(m) is not None)
+    columns = {int(t): c for c, t in enumerate(kept.tolist())}
+    tokens = torch.full((8,), m.config.start_id)
+    with torch.inference_mode():
+        for _ in range(3):
+            logits = decode_step(m, tokens, full.state)  # (8, vocab)
+            mine = restricted.output.step(torch.tensor([columns[int(t)] for t in tokens]), restricted.state)
+            assert mine.shape == (8, len(kept))
+            torch.testing.assert_close(mine, logits[:, kept], atol=1e-4, rtol=1e-4)
+            tokens = kept[mine.argmax(dim=1)]  # (8,) the same next tokens for both
+
+
+def test_without_a_shortlist_it_says_so_in_one_line(translator, toy_model_dir, tmp_path, capsys):
+    with pytest.raises(AiaynError, match="has no shortlist"):
+        translator.translate(["el gato"], shortlist=True)
+    assert translator.translate(["el gato"]) == translator.translate(["el gato"], shortlist=False)
+    (tmp_path / "in.txt").write_text("el gato\n")
+    code = main(["translate", str(toy_model_dir), "--shortlist", "-i", str(tmp_path / "in.txt")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "has no shortlist" in err and "aiayn shortlist" in err
+
+
+def test_a_foreign_or_damaged_file_is_refused(shortlisted, tmp_path):
+    model, _ = shortlisted
+    config = Translator.load(model, device="cpu").config
+    other = tmp_path / "other"
+    other.mkdir()
+    ids = torch.zeros(config.source_vocab_size + 1, 2, dtype=torch.int32)
+    Shortlist(ids, ids.float(), ids[0], ids[0]).save(other)
+    with pytest.raises(AiaynError, match="another vocabulary"):
+        read_shortlist(other, config)
+    (other / SHORTLIST_FILE).write_bytes(b"not a safetensors file")
+    with pytest.raises(AiaynError, match="not a shortlist"):
+        read_shortlist(other, config)
+
+
+def test_the_cli_builds_and_uses_it(shortlisted, tmp_path, capsys):
+    model, data = shortlisted
+    copy = tmp_path / "model"
+    shutil.copytree(model, copy)
+    (copy / SHORTLIST_FILE).unlink()
+    assert main(["shortlist", str(copy), str(data), "-k", "3", "-n", "2", "--no-progress"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    built, expected = (
+        read_shortlist(copy, Translator.load(copy).config),
+        read_shortlist(model, Translator.load(model).config),
+    )
+    assert torch.equal(built.candidates, expected.candidates)
+    (tmp_path / "in.txt").write_text("el gato come\n")
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(copy), "--shortlist", "-i", str(tmp_path / "in.txt"), "-o", str(out)]) == 0
+    assert out.read_text().strip()
+
+
+def test_data_in_another_vocabulary_is_refused(shortlisted, data_dir):
+    model, _ = shortlisted
+    with pytest.raises(AiaynError, match="vocabulary is not"):
+        build_shortlist(model, data_dir, progress=False)
+
+
+def test_vmap_lists_the_pieces(shortlisted, tmp_path):
+    model, _ = shortlisted
+    translator = Translator.load(model, device="cpu")
+    path = write_vmap(translator.shortlist, translator.tokenizer, tmp_path / "vmap.txt")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    tok, shortlist = translator.tokenizer, translator.shortlist
+    always = [t for t in torch.cat([shortlist.frequent, shortlist.always]).tolist()]
+    assert lines[0] == "\t" + " ".join(tok.target_pieces(always))
+    gato = tok.encode(["gato"])[0][0]
+    (row,) = [line for line in lines[1:] if line.split("\t")[0] == tok.pieces([gato])[0]]
+    kept = [t for t in shortlist.candidates[gato].tolist() if t >= 0]
+    assert row.split("\t")[1].split(" ") == tok.target_pieces(kept)
+    assert "▁cat" in row.split("\t")[1].split(" ")
+
+
+def test_serve_shortlist(shortlisted, toy_model_dir, monkeypatch, capsys):
+    """`aiayn serve --shortlist` up to where uvicorn would serve, then the app; none: one line."""
+    uvicorn = pytest.importorskip("uvicorn")
+    from fastapi.testclient import TestClient
+
+    seen = {}
+
+    def run(server, sockets):
+        with TestClient(server.config.app) as client:
+            seen["translation"] = client.post("/v1/translate", json={"text": "el gato come"}).json()
+        for sock in sockets:
+            sock.close()
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    model, _ = shortlisted
+    assert main(["serve", str(model), "--port", "0", "--shortlist"]) == 0
+    assert ", shortlist on http://127.0.0.1:" in capsys.readouterr().out
+    assert (
+        seen["translation"]["translations"][0]["text"]
+        == Translator.load(model).translate(["el gato come"])[0]
+    )
+    assert main(["serve", str(toy_model_dir), "--port", "0", "--shortlist"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no shortlist" in err
+
+
+def test_decode_batch_without_a_shortlist_to_use_is_an_error(translator):
+    from aiayn.config import DecodeConfig
+    from aiayn.decode.stepper import decode_batch
+
+    src = translator._src_tensor(translator.encode(["el gato"]))
+    with pytest.raises(AiaynError, match="no shortlist was given"):
+        decode_batch(translator.model, src, DecodeConfig(shortlist=True))
