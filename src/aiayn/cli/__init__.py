@@ -330,8 +330,7 @@ def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
         serve.add_attention,
         vision.add_vision_train,
         vision.add_vision_attention,
-        interop.add_import_marian,
-        interop.add_export_hf,
+        *interop.COMMANDS,
         doctor.add_doctor,
         variations.add_variations,
     ]

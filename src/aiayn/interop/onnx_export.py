@@ -34,7 +34,12 @@ from aiayn.interop.onnx_tokenizer import tokenizer_json
 from aiayn.model.io import read_config
 from aiayn.safe_io import building_directory, vacant
 
-B, SRC, TGT, PAST = "batch_size", "encoder_sequence_length", "decoder_sequence_length", "past_decoder_sequence_length"
+B, SRC, TGT, PAST = (
+    "batch_size",
+    "encoder_sequence_length",
+    "decoder_sequence_length",
+    "past_decoder_sequence_length",
+)
 INPUTS = ["input_ids", "encoder_attention_mask", "encoder_hidden_states"]
 
 
@@ -53,7 +58,9 @@ def check_exportable(model_dir: Path, out: Path) -> None:
         raise AiaynError(f"{out} exists and is not an empty directory; choose another output directory")
 
 
-def _export(module: torch.nn.Module, args: tuple, path: Path, names: list[str], outputs: list[str], shapes) -> None:
+def _export(
+    module: torch.nn.Module, args: tuple, path: Path, names: list[str], outputs: list[str], shapes
+) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the exporter's notes on renamed axes and deprecations
         torch.onnx.export(
@@ -72,7 +79,9 @@ def _trace_decoders(state: dict[str, torch.Tensor], config: dict[str, Any], memo
     outputs = ["logits", *past_names(layers, "present")]
     step_shapes = ({0: B, 1: TGT}, {0: B, 1: SRC}, {0: B, 1: SRC})
     first = MarianDecoderGraph(state, config, with_past=False).eval()
-    _export(first, (tokens, mask, memory, []), work / "decoder_model.onnx", INPUTS, outputs, (*step_shapes, []))
+    _export(
+        first, (tokens, mask, memory, []), work / "decoder_model.onnx", INPUTS, outputs, (*step_shapes, [])
+    )
     # distinct tensors: torch.export would take one tensor passed twice for one input
     past = [torch.zeros(batch, heads, n, width) for _ in range(layers) for n in (3, 3, src_len, src_len)]
     past_shapes = [{0: B, 2: PAST}, {0: B, 2: PAST}, {0: B, 2: SRC}, {0: B, 2: SRC}] * layers

@@ -58,7 +58,9 @@ class _Attention(nn.Module):
 
     def __init__(self, state: dict[str, Tensor], prefix: str, heads: int):
         super().__init__()
-        self.q, self.k, self.v, self.out = (_linear(state, f"{prefix}.{n}_proj") for n in ("q", "k", "v", "out"))
+        self.q, self.k, self.v, self.out = (
+            _linear(state, f"{prefix}.{n}_proj") for n in ("q", "k", "v", "out")
+        )
         self.heads = heads
 
     def split(self, x: Tensor) -> Tensor:
@@ -154,7 +156,11 @@ class MarianDecoderGraph(_Stack):
             self.layers.append(nn.ModuleDict(modules))
 
     def forward(
-        self, input_ids: Tensor, encoder_attention_mask: Tensor, encoder_hidden_states: Tensor, past: list[Tensor]
+        self,
+        input_ids: Tensor,
+        encoder_attention_mask: Tensor,
+        encoder_hidden_states: Tensor,
+        past: list[Tensor],
     ) -> tuple[Tensor, ...]:
         start = past[0].size(2) if self.with_past else 0  # tokens already decoded
         h = self.embed_at(input_ids, start)  # (B, T, d)

@@ -52,13 +52,19 @@ class OnnxStepper:
             "encoder_attention_mask": np.repeat(mask, beam, axis=0),
             "encoder_hidden_states": np.repeat(memory, beam, axis=0),
         }  # every row-indexed input; the past joins after the first step
-        shape = next(i.shape for i in decoder.get_inputs() if i.name in self.names)  # (batch, heads, length, d_k)
+        shape = next(
+            i.shape for i in decoder.get_inputs() if i.name in self.names
+        )  # (batch, heads, length, d_k)
         heads, width = shape[1], shape[3]
         empty = np.zeros((src.shape[0] * beam, heads, 0, width), np.float32)
         self.past = dict.fromkeys(self.names, empty)
 
     def step(self, tokens: Tensor) -> Tensor:
         """tokens (rows,) -> log-probabilities (rows, vocab) float32."""
+        return torch.log_softmax(self.logits(tokens), dim=-1)
+
+    def logits(self, tokens: Tensor) -> Tensor:
+        """tokens (rows,) -> this step's logits (rows, vocab) float32; the cache moves on a step."""
         first = self.past[self.names[0]].shape[2] == 0
         feeds = {**self.rows, **self.past, "input_ids": tokens.numpy().astype(np.int64)[:, None]}
         feeds["use_cache_branch"] = np.array([not first])
@@ -66,7 +72,7 @@ class OnnxStepper:
         for name, value in zip(self.names, presents, strict=True):
             if first or ".decoder." in name:  # a later step's encoder ones are its inputs again
                 self.past[name] = value
-        return torch.log_softmax(torch.from_numpy(logits[:, -1]), dim=-1)
+        return torch.from_numpy(logits[:, -1])
 
     def reorder(self, index: Tensor) -> None:
         rows = index.numpy()
@@ -116,4 +122,3 @@ class OnnxModel:
         if options.beam_size == 1:
             return greedy_search(stepper, max_lens, **rules)
         return beam_search(stepper, max_lens, beam_size=options.beam_size, n_best=options.n_best, **rules)
-

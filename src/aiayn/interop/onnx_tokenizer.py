@@ -67,9 +67,10 @@ def tokenizer_json(spm_bytes: bytes, vocab: dict[str, int], special: dict[str, s
                  "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": False,
                  "ignore_merges": False, "vocab": vocab, "merges": _bpe_merges(scores, vocab)}  # fmt: skip
     elif proto.trainer_spec.model_type == _UNIGRAM:
-        pieces = sorted(vocab, key=vocab.__getitem__)
-        model = {"type": "Unigram", "unk_id": vocab[unk], "byte_fallback": False,
-                 "vocab": [[p, scores.get(p, 0.0 if p in special.values() else floor)] for p in pieces]}  # fmt: skip
+        ranked = [
+            [p, scores.get(p, 0.0 if p in special.values() else floor)] for p in sorted(vocab, key=vocab.get)
+        ]
+        model = {"type": "Unigram", "unk_id": vocab[unk], "byte_fallback": False, "vocab": ranked}
     else:
         raise ValueError(f"SentencePiece model type {proto.trainer_spec.model_type} (only unigram and BPE)")
     metaspace = {"type": "Metaspace", "replacement": SPACE, "prepend_scheme": "always", "split": True}
@@ -84,8 +85,11 @@ def tokenizer_json(spm_bytes: bytes, vocab: dict[str, int], special: dict[str, s
         "post_processor": {
             "type": "TemplateProcessing",
             "single": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": eos, "type_id": 0}}],
-            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 0}},
-                     {"SpecialToken": {"id": eos, "type_id": 0}}],  # fmt: skip
+            "pair": [
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"Sequence": {"id": "B", "type_id": 0}},
+                {"SpecialToken": {"id": eos, "type_id": 0}},
+            ],  # fmt: skip
             "special_tokens": {eos: {"id": eos, "ids": [vocab[eos]], "tokens": [eos]}},
         },
         "decoder": metaspace,
