@@ -9,7 +9,11 @@ the `tokenizers` library, an independent implementation) gives aiayn's ids.
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
+import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -27,6 +31,8 @@ from aiayn.interop.onnx_runtime import OnnxModel, OnnxStepper
 from aiayn.interop.opus_layout import OpusLayout
 from aiayn.model.io import load_model_dir
 
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 ort = pytest.importorskip("onnxruntime", reason="needs onnxruntime (pip install aiayn[onnx])")
 tokenizers = pytest.importorskip("tokenizers", reason="needs tokenizers (installed with transformers)")
 
@@ -170,3 +176,49 @@ def test_bad_input_is_one_line(toy_model_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(onnx_export, "read_config", lambda model_dir: (windowed, {}))
     with pytest.raises(AiaynError, match="attention_window=16"):
         export_onnx(toy_model_dir, tmp_path / "c")
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (Debian package chromium)")
+def test_the_page_translates_in_chromium_as_aiayn(onnx_dir, toy):
+    """index.html served by a plain static file server on 127.0.0.1: transformers.js loads the export
+    and its own runtime from there (any other request fails the test) and translates as aiayn's greedy."""
+    from playwright.sync_api import sync_playwright
+
+    if not (onnx_dir / "transformers" / "transformers.min.js").is_file():
+        pytest.skip(
+            "no transformers.js in the export: run `npm ci --ignore-scripts` in web/ (make test does)"
+        )
+    translator, _, _ = toy
+    texts = HELD_OUT[:6]
+    expected = translator.translate(texts, beam_size=1)
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(onnx_dir))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url, elsewhere = f"http://127.0.0.1:{server.server_address[1]}/", []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page()
+            page.on("request", lambda r: r.url.startswith(url) or elsewhere.append(r.url))
+            page.goto(url)
+            page.wait_for_function("window.aiayn !== undefined")
+            page.evaluate("window.aiayn.ready")
+            assert page.evaluate("texts => window.aiayn.translate(texts)", texts) == expected
+            page.fill("#source", "\n".join(texts[:2]))
+            page.click("#translate")
+            page.wait_for_selector("#translation p")
+            assert (
+                page.eval_on_selector_all("#translation p", "ps => ps.map(p => p.textContent)")
+                == expected[:2]
+            )
+            browser.close()
+    finally:
+        server.shutdown()
+    assert elsewhere == [] and all(expected)

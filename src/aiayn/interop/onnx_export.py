@@ -7,7 +7,7 @@ The directory is what transformers.js and Optimum's ORTModelForSeq2SeqLM load fo
     onnx/encoder_model.onnx                  input_ids, attention_mask -> last_hidden_state
     onnx/decoder_model_merged.onnx           one decoder step, first or later (onnx_merge)
     onnx/*_quantized.onnx                    with --int8: ONNX Runtime's dynamic int8 weights
-    index.html, transformers/                the page that translates in the browser (onnx_page)
+    index.html, transformers/                a page that translates in the browser (onnx_page)
 
 It goes through `export-hf` (in a temporary directory: the same refusals, OPUS-MT's vocabulary
 layout and config), then traces the network of that Marian directory (onnx_graphs) with
@@ -30,6 +30,7 @@ from safetensors.torch import load_file
 from aiayn.errors import AiaynError
 from aiayn.interop.hf_export import export_hf
 from aiayn.interop.onnx_graphs import MarianDecoderGraph, MarianEncoderGraph, past_names
+from aiayn.interop.onnx_page import write_page
 from aiayn.interop.onnx_tokenizer import tokenizer_json
 from aiayn.model.io import read_config
 from aiayn.safe_io import building_directory, vacant
@@ -169,4 +170,7 @@ def export_onnx(model_dir: str | Path, out_dir: str | Path, int8: bool = False, 
         config = json.loads((hf / "config.json").read_text())
         _write_tokenizer_json(hf, work, config, warn or warnings.warn)
         write_graphs(load_file(str(hf / "model.safetensors")), config, work / "onnx", int8)
+        missing = write_page(work)
+        if missing:
+            (warn or warnings.warn)(missing)
     return out
