@@ -84,8 +84,8 @@ def main() -> None:
             for dtype in ("fp32", "q8"):
                 t = time_page(url, dtype, lines)
                 same = sum(a == b for a, b in zip(t["out"], ours, strict=True))
-                print(f"page {dtype:4s}: model loaded {t['load']:.2f} s, first translation {t['first']:.2f} s "
-                      f"after navigation, {len(lines) / t['all']:.1f} sentences/s; "
+                print(f"page {dtype:4s}: model loaded {t['load']:.2f} s, first translation "
+                      f"{t['first']:.2f} s after navigation, {len(lines) / t['all']:.1f} sentences/s; "
                       f"same text as aiayn's greedy: {same}/{len(lines)}")  # fmt: skip
                 for page, aiayn in zip(t["out"], ours, strict=True):
                     if dtype == "fp32" and page != aiayn:

@@ -65,7 +65,8 @@ async function translate(texts) {
   for (const text of texts) {
     const inputs = await tokenizer(text);
     const ids = await model.generate({
-      ...inputs, num_beams: 1, do_sample: false, max_new_tokens: inputs.input_ids.dims[1] + 50,
+      // aiayn's cap, |source| + 50 tokens before EOS: transformers.js counts the start token too
+      ...inputs, num_beams: 1, do_sample: false, max_new_tokens: inputs.input_ids.dims[1] + 51,
     });
     out.push(tokenizer.decode(ids[0], { skip_special_tokens: true }));
   }
