@@ -18,7 +18,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from test_ctranslate2 import HELD_OUT, TRAINING
 
 from aiayn.cli import main
 from aiayn.config import DecodeConfig
@@ -27,14 +26,17 @@ from aiayn.errors import AiaynError
 from aiayn.interop import onnx_export
 from aiayn.interop.onnx_export import export_onnx
 from aiayn.interop.onnx_graphs import past_names
-from aiayn.interop.onnx_runtime import OnnxModel, OnnxStepper
 from aiayn.interop.opus_layout import OpusLayout
 from aiayn.model.io import load_model_dir
+from toy_translation import toy_pairs
 
+TRAINING = {src for src, _ in toy_pairs(4096)}  # what build_toy_model_dir trains on
+HELD_OUT = [src for src, _ in toy_pairs(80, seed=11) if src not in TRAINING][:40]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 ort = pytest.importorskip("onnxruntime", reason="needs onnxruntime (pip install aiayn[onnx])")
 tokenizers = pytest.importorskip("tokenizers", reason="needs tokenizers (installed with transformers)")
+from aiayn.interop.onnx_runtime import OnnxModel, OnnxStepper  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ it runs in aiayn's own environment (Optimum's exporter pins an older Transformer
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import tempfile
@@ -45,7 +46,10 @@ INPUTS = ["input_ids", "encoder_attention_mask", "encoder_hidden_states"]
 
 
 def check_exportable(model_dir: Path, out: Path) -> None:
-    """One-line errors, before any work: a vision or windowed model, an OUT that holds something."""
+    """One-line errors before any work: no exporter, a vision or windowed model, an OUT holding something."""
+    for package in ("onnx", "onnxscript"):  # torch.onnx's exporter needs both
+        if importlib.util.find_spec(package) is None:
+            raise AiaynError(f"export-onnx needs the package {package}: pip install 'aiayn[onnx]'")
     config, _ = read_config(model_dir)  # a vision model's directory is refused here
     window = getattr(config, "attention_window", None)
     if window:
