@@ -9,12 +9,12 @@ DEB_PACKAGES := sword-text-sparv sword-text-kjv sword-text-web \
 PIP_FLAGS := -q -c constraints.txt
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict  # the theme's notice about its successor off
 
-.PHONY: demo test test-fast bench lint docs docs-venv deb venv clean
+.PHONY: demo test test-fast bench lint docs docs-venv deb venv web clean
 
 demo: venv
 	$(VENV)/bin/aiayn quickstart
 
-test: venv docs-venv
+test: venv docs-venv web
 	$(PY) -m pytest
 	$(MKDOCS) --quiet
 
@@ -61,5 +61,17 @@ $(VENV)/.docs-installed: $(VENV)/.installed
 	$(PIP) install $(PIP_FLAGS) -e '.[docs]'
 	touch $@
 
+# transformers.js for the page `aiayn export-onnx` writes (web/package.json, pinned by its lock file),
+# from the npm registry; Debian's nodejs and npm first where no npm is installed. --ignore-scripts:
+# onnxruntime-node's install script would download more; the page uses only the browser files.
+# Re-done only when the lock file changes.
+web: web/node_modules/.installed
+
+web/node_modules/.installed: web/package.json web/package-lock.json
+	@command -v npm >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; }
+	cd web && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
 clean:
-	rm -rf $(VENV) site
+	rm -rf $(VENV) site web/node_modules

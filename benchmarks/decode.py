@@ -24,10 +24,16 @@ some outputs, so each int8 system is compared with its own float32 run: the shar
 with exactly the same output tokens is reported, not required. (The weights are random, so the
 logits are flat and near-ties common: expect lower shares here than with a trained model.)
 
+ONNX Runtime (`--onnx`): the same weights through `aiayn.interop.onnx_export.write_graphs` (what
+`aiayn export-onnx` writes: encoder_model.onnx and decoder_model_merged.onnx, and with int8 their
+dynamically quantized twins), each step one run of the merged decoder with the past keys and
+values fed back, under aiayn's own greedy and beam search (aiayn.interop.onnx_runtime), ONNX
+Runtime's intra-op threads set to --threads.
+
 `--json PATH` writes {"rows": [...]} for benchmarks/run_all.py: tok/s of aiayn against HF, against
 CTranslate2 float32 and, in int8, against CTranslate2 int8, for beam 4 and greedy.
 
-    python benchmarks/decode.py [--base] [--threads 2] [--device cpu] [--no-int8] [--json out.json]
+    python benchmarks/decode.py [--base] [--threads 2] [--device cpu] [--no-int8] [--onnx] [--json out.json]
 """
 
 from __future__ import annotations
@@ -134,8 +140,10 @@ def report(name: str, system: str, seconds: float, tokens: int) -> None:
 
 # (aiayn system, peer): speed ratios, and rows for run_all.py
 SPEED = [("aiayn", "HF generate"), ("aiayn", "CTranslate2"), ("aiayn int8", "CTranslate2 int8")]
+SPEED += [("aiayn", "ONNX Runtime"), ("aiayn int8", "ONNX Runtime int8")]
 # (system, reference): how many sentences get exactly the reference's output tokens
 SAME = [("aiayn", "HF generate"), ("aiayn int8", "aiayn"), ("CTranslate2 int8", "CTranslate2")]
+SAME += [("ONNX Runtime", "aiayn"), ("ONNX Runtime int8", "ONNX Runtime")]
 PEER_LABEL = {"CTranslate2": "CTranslate2 fp32"}
 
 
@@ -161,7 +169,11 @@ def compare(size: str, name: str, seconds: dict, outputs: dict, tokens: int) -> 
                     target=INT8_TARGET if "int8" in ours else TARGET,
                 )
             )  # fmt: skip
-    for system, fp32 in (("aiayn int8", "aiayn"), ("CTranslate2 int8", "CTranslate2")):
+    for system, fp32 in (
+        ("aiayn int8", "aiayn"),
+        ("CTranslate2 int8", "CTranslate2"),
+        ("ONNX Runtime int8", "ONNX Runtime"),
+    ):
         if system in seconds and fp32 in seconds:
             print(f"{'':7s} {system} / {fp32}: {seconds[fp32] / seconds[system]:.2f}x")
     return rows, result
@@ -172,6 +184,8 @@ def build_system(system: str, args: argparse.Namespace, ct2_dir: Path | None):
     """In a worker: a function beam -> the benchmark's sources translated, as token ids."""
     hf, model = build_models("base" if args.base else "tiny", args.device)
     src = sources(args.sentences, args.src_len, model.config.vocab_size, args.device)
+    if system.startswith("ONNX Runtime"):
+        return onnx_system(model, src, args, int8="int8" in system)
     if system.startswith("CTranslate2"):
         return ct2_system(src, "int8" if "int8" in system else "float32", args, ct2_dir)
     if system == "HF generate":
@@ -209,6 +223,29 @@ def hf_system(hf: MarianMTModel, src: torch.Tensor, args: argparse.Namespace):
                 length_penalty=args.alpha, max_new_tokens=new, min_new_tokens=new, early_stopping=False,
             )  # fmt: skip
         return [t[1:new].tolist() for t in out.cpu()]  # without the start token and the final one
+
+    return translate
+
+
+def onnx_system(model: Transformer, src: torch.Tensor, args: argparse.Namespace, int8: bool):
+    from aiayn.interop.onnx_runtime import OnnxModel, sessions
+
+    config, new = model.config, args.new_tokens
+    encoder, decoder = sessions(Path(args.onnx_dir), int8, args.threads)
+    runner = OnnxModel(
+        encoder,
+        decoder,
+        config.start_id,
+        config.eos_id,
+        config.pad_id,
+        config.banned_ids,
+        config.max_positions,
+    )
+
+    def translate(beam: int) -> list[list[int]]:
+        options = DecodeConfig(beam_size=beam, alpha=args.alpha, length_penalty_style="len", max_len_a=0.0,
+                               max_len_b=new - 1)  # fmt: skip
+        return [h[0].tokens for h in runner.search(src, options)]
 
     return translate
 
@@ -289,6 +326,12 @@ def run(args: argparse.Namespace) -> tuple[list[dict], dict]:
         ct2_dir = convert_for_ctranslate2(hf, Path(tmp))
         if ct2_dir is not None:
             systems += ["CTranslate2"] + ["CTranslate2 int8"] * int8
+        if args.onnx:
+            from aiayn.interop.onnx_export import write_graphs
+
+            args.onnx_dir = str(Path(tmp) / "onnx")  # the workers read it
+            write_graphs(hf.state_dict(), hf.config.to_dict(), Path(args.onnx_dir), int8=int8)
+            systems += ["ONNX Runtime"] + ["ONNX Runtime int8"] * int8
         del hf, model
         new, tokens = args.new_tokens, args.sentences * args.new_tokens
         print(f"{platform.machine()}, torch {torch.__version__}, {args.threads} threads, {args.device}: "
@@ -322,6 +365,9 @@ def main() -> None:
         dest="native",
         action="store_false",
         help="decode with the Python step, not the native one (aiayn.runtime.native_step)",
+    )
+    p.add_argument(
+        "--onnx", action="store_true", help="add ONNX Runtime (export-onnx's graphs), fp32 and int8"
     )
     p.add_argument("--json", type=Path, help="write the result rows here (for run_all.py)")
     args = p.parse_args()

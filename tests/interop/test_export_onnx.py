@@ -1,0 +1,226 @@
+"""`export-onnx` of the trained toy translator, run by ONNX Runtime as transformers.js runs it.
+
+The merged decoder is driven step by step (use_cache_branch false, then true with the previous
+step's present tensors) under aiayn's own greedy and beam search (aiayn.interop.onnx_runtime), so
+equal outputs mean the exported network makes every choice aiayn's makes; its logits are checked
+against aiayn's model directly, at the first step and at later ones. tokenizer.json (read here by
+the `tokenizers` library, an independent implementation) gives aiayn's ids.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from aiayn.cli import main
+from aiayn.config import DecodeConfig
+from aiayn.decode.translator import Translator
+from aiayn.errors import AiaynError
+from aiayn.interop import onnx_export
+from aiayn.interop.onnx_export import export_onnx
+from aiayn.interop.onnx_graphs import past_names
+from aiayn.interop.opus_layout import OpusLayout
+from aiayn.model.io import load_model_dir
+from toy_translation import toy_pairs
+
+TRAINING = {src for src, _ in toy_pairs(4096)}  # what build_toy_model_dir trains on
+HELD_OUT = [src for src, _ in toy_pairs(80, seed=11) if src not in TRAINING][:40]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+ort = pytest.importorskip("onnxruntime", reason="needs onnxruntime (pip install aiayn[onnx])")
+tokenizers = pytest.importorskip("tokenizers", reason="needs tokenizers (installed with transformers)")
+from aiayn.interop.onnx_runtime import OnnxModel, OnnxStepper  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def onnx_dir(toy_model_dir, tmp_path_factory):
+    return export_onnx(toy_model_dir, tmp_path_factory.mktemp("onnx") / "out", int8=True)
+
+
+@pytest.fixture(scope="module")
+def toy(toy_model_dir):
+    translator = Translator.load(toy_model_dir, device="cpu")
+    layout = OpusLayout.of(translator.config)
+    return translator, layout.target, torch.argsort(layout.target)  # export id -> aiayn id, and back
+
+
+def export_ids(onnx_dir, texts) -> torch.Tensor:
+    """The texts through tokenizer.json, right-padded with the export's <pad>."""
+    tokenizer = tokenizers.Tokenizer.from_file(str(onnx_dir / "tokenizer.json"))
+    rows = [e.ids for e in tokenizer.encode_batch(texts)]
+    pad = json.loads((onnx_dir / "config.json").read_text())["pad_token_id"]
+    src = torch.full((len(rows), max(map(len, rows))), pad)
+    for i, row in enumerate(rows):
+        src[i, : len(row)] = torch.tensor(row)
+    return src
+
+
+def test_the_directory_is_optimums_seq2seq_layout(onnx_dir):
+    names = sorted(p.name for p in (onnx_dir / "onnx").iterdir())
+    assert names == [
+        "decoder_model_merged.onnx", "decoder_model_merged_quantized.onnx",
+        "encoder_model.onnx", "encoder_model_quantized.onnx",
+    ]  # fmt: skip
+    for name in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+        assert (onnx_dir / name).is_file()
+    assert not (onnx_dir / "model.safetensors").exists()
+    config = json.loads((onnx_dir / "config.json").read_text())
+    layers, heads = config["decoder_layers"], config["decoder_attention_heads"]
+    encoder = ort.InferenceSession(str(onnx_dir / "onnx/encoder_model.onnx"))
+    assert [i.name for i in encoder.get_inputs()] == ["input_ids", "attention_mask"]
+    assert [o.name for o in encoder.get_outputs()] == ["last_hidden_state"]
+    decoder = ort.InferenceSession(str(onnx_dir / "onnx/decoder_model_merged.onnx"))
+    inputs = {i.name: i for i in decoder.get_inputs()}
+    steps = ["input_ids", "encoder_attention_mask", "encoder_hidden_states"]
+    assert list(inputs) == [*steps, *past_names(layers), "use_cache_branch"]
+    assert [o.name for o in decoder.get_outputs()] == ["logits", *past_names(layers, "present")]
+    # transformers.js makes the first step's empty past from these shapes: named axes -> batch or 0
+    width = config["d_model"] // heads
+    assert inputs["past_key_values.0.decoder.key"].shape == [
+        "batch_size",
+        heads,
+        "past_decoder_sequence_length",
+        width,
+    ]
+    assert inputs["past_key_values.1.encoder.value"].shape == [
+        "batch_size",
+        heads,
+        "encoder_sequence_length",
+        width,
+    ]
+    assert inputs["use_cache_branch"].type == "tensor(bool)" and inputs["use_cache_branch"].shape == [1]
+
+
+def test_tokenizer_json_gives_aiayns_ids(onnx_dir, toy):
+    translator, _, to_export = toy
+    texts = HELD_OUT + sorted(TRAINING)[:200] + ["  el   gato  ", "EL GATO"]
+    src = export_ids(onnx_dir, texts)
+    for row, text in zip(src.tolist(), texts, strict=True):
+        ours = to_export[torch.tensor(translator.encode([text])[0])].tolist()
+        assert row[: len(ours)] == ours, text
+
+
+@pytest.mark.parametrize(
+    "beam, alpha, style", [(1, 0.6, "gnmt"), (4, 0.6, "gnmt"), (4, 1.0, "len"), (4, 1.0, "fairseq")]
+)
+def test_onnx_runtime_translates_as_aiayn(onnx_dir, toy, beam, alpha, style):
+    translator, _, to_export = toy
+    options = DecodeConfig(beam_size=beam, alpha=alpha, length_penalty_style=style)
+    theirs = OnnxModel.load(onnx_dir, threads=1).search(export_ids(onnx_dir, HELD_OUT), options)
+    ours = translator.translate(
+        HELD_OUT, return_scores=True, beam_size=beam, alpha=alpha, length_penalty_style=style
+    )
+    assert [h[0].tokens for h in theirs] == [
+        to_export[torch.tensor(t[0].tokens, dtype=torch.long)].tolist() for t in ours
+    ]
+    assert sum(len(t[0].tokens) for t in ours) > 3 * len(HELD_OUT)  # real translations
+    torch.testing.assert_close(
+        torch.tensor([h[0].score for h in theirs]),
+        torch.tensor([t[0].score for t in ours]),
+        atol=1e-4,
+        rtol=0,
+    )
+
+
+def test_each_steps_logits_are_aiayns(onnx_dir, toy, toy_model_dir):
+    """Teacher-forced on aiayn's own greedy outputs: every step's fp32 logits within 1e-4."""
+    translator, from_export, to_export = toy
+    model = load_model_dir(toy_model_dir, "cpu")[0].eval()
+    texts = HELD_OUT[:8]
+    outputs = [t[0].tokens for t in translator.translate(texts, return_scores=True, beam_size=1)]
+    session = OnnxModel.load(onnx_dir)
+    for text, tokens in zip(texts, outputs, strict=True):
+        src = torch.tensor([translator.encode([text])[0]])
+        tgt_in = torch.tensor([[translator.config.start_id, *tokens]])
+        with torch.no_grad():
+            ours = model(src, tgt_in)[0][:, from_export]  # (steps, vocab) in the export's order
+        stepper = OnnxStepper(session.encoder, session.decoder, to_export[src].numpy(), session.pad_id, 1)
+        theirs = torch.cat([stepper.logits(to_export[tgt_in[:, t]]) for t in range(tgt_in.size(1))])
+        torch.testing.assert_close(theirs, ours, atol=1e-4, rtol=0)
+
+
+def test_int8_weights_translate_sanely(onnx_dir):
+    src = export_ids(onnx_dir, HELD_OUT)
+    options = DecodeConfig(beam_size=1)
+    fp32 = [h[0].tokens for h in OnnxModel.load(onnx_dir).search(src, options)]
+    int8 = [h[0].tokens for h in OnnxModel.load(onnx_dir, int8=True).search(src, options)]
+    assert sum(a == b for a, b in zip(fp32, int8, strict=True)) >= 0.75 * len(HELD_OUT)
+    quantized = onnx_dir / "onnx/decoder_model_merged_quantized.onnx"
+    assert quantized.stat().st_size < (onnx_dir / "onnx/decoder_model_merged.onnx").stat().st_size
+
+
+def test_bad_input_is_one_line(toy_model_dir, tmp_path, capsys, monkeypatch):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    vision = tmp_path / "vit"
+    vision.mkdir()
+    (vision / "config.json").write_text(json.dumps({"format_version": 1, "vision": {"patch": 4}}))
+    cases = [
+        ([str(toy_model_dir), str(tmp_path / "full")], "exists and is not an empty directory"),
+        ([str(vision), str(tmp_path / "a")], "a vision model"),
+        ([str(tmp_path / "nothing"), str(tmp_path / "b")], "not a model directory"),
+        ([str(toy_model_dir), str(toy_model_dir)], "cannot be the model directory itself"),
+    ]
+    for args, message in cases:
+        assert main(["export-onnx", *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err and err.startswith("aiayn export-onnx: error:")
+    assert (tmp_path / "full" / "notes.txt").read_text() == "mine"
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    windowed = SimpleNamespace(attention_window=16)  # the field restricted self-attention adds
+    monkeypatch.setattr(onnx_export, "read_config", lambda model_dir: (windowed, {}))
+    with pytest.raises(AiaynError, match="attention_window=16"):
+        export_onnx(toy_model_dir, tmp_path / "c")
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (Debian package chromium)")
+def test_the_page_translates_in_chromium_as_aiayn(onnx_dir, toy):
+    """index.html served by a plain static file server on 127.0.0.1: transformers.js loads the export
+    and its own runtime from there (any other request fails the test) and translates as aiayn's greedy."""
+    from playwright.sync_api import sync_playwright
+
+    if not (onnx_dir / "transformers" / "transformers.min.js").is_file():
+        pytest.skip(
+            "no transformers.js in the export: run `npm ci --ignore-scripts` in web/ (make test does)"
+        )
+    translator, _, _ = toy
+    texts = HELD_OUT[:6]
+    expected = translator.translate(texts, beam_size=1)
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(onnx_dir))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url, elsewhere = f"http://127.0.0.1:{server.server_address[1]}/", []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page()
+            page.on("request", lambda r: r.url.startswith(url) or elsewhere.append(r.url))
+            page.goto(url)
+            page.wait_for_function("window.aiayn !== undefined")
+            page.evaluate("window.aiayn.ready")
+            assert page.evaluate("texts => window.aiayn.translate(texts)", texts) == expected
+            page.fill("#source", "\n".join(texts[:2]))
+            page.click("#translate")
+            page.wait_for_selector("#translation p")
+            assert (
+                page.eval_on_selector_all("#translation p", "ps => ps.map(p => p.textContent)")
+                == expected[:2]
+            )
+            browser.close()
+    finally:
+        server.shutdown()
+    assert elsewhere == [] and all(expected)
