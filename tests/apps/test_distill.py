@@ -51,6 +51,8 @@ def test_the_targets_are_the_teacher_s_translations(toy_model_dir, toy_data, tmp
     assert distilled.raw("test", "tgt").read_text() == original.raw("test", "tgt").read_text()
     assert len(distilled.tokens("valid")) == len(original.tokens("valid"))
     assert distilled.meta["distilled"]["search"]["beam_size"] == 2
+    counted = sum(len(teacher.encode([e])[0]) for e in expected)  # pieces + EOS, as prepare counts
+    assert distilled.meta["tokens"]["train"]["tgt"] == counted
 
 
 def test_an_interrupted_run_goes_on_from_its_last_chunk(toy_model_dir, toy_data, tmp_path, monkeypatch):
@@ -94,7 +96,7 @@ def test_data_in_another_vocabulary_is_refused(toy_model_dir, data_dir, tmp_path
 
 def test_the_student_config():
     student = student_config("unused")
-    assert (student.model.n_layers, student.model.decoder_layers, student.model.d_model) == (6, 1, 256)
+    assert (student.model.n_layers, student.model.decoder_layers, student.model.d_model) == (3, 1, 256)
     tiny = student_config("unused", preset="tiny", overrides=["n_decoder_layers=2"], steps=7)
     assert tiny.model == ModelConfig.preset("tiny", n_decoder_layers=2) and tiny.train.max_steps == 7
 

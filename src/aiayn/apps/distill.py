@@ -29,7 +29,7 @@ from tqdm import tqdm
 from aiayn.apps.shortlist import check_same_vocabulary
 from aiayn.config import DecodeConfig, RunConfig
 from aiayn.data.datadir import META_FILE, RAW_DIR, SPLITS, SPM_FILE, DataDir
-from aiayn.data.dataset import ShardWriter, has_split
+from aiayn.data.dataset import ShardWriter, TokenDataset, has_split
 from aiayn.errors import AiaynError
 from aiayn.model.io import read_config
 from aiayn.safe_io import atomic_path, atomic_write_text, building_directory, output_dir
@@ -105,7 +105,10 @@ def _write_data(data: DataDir, out: Path, sources, outputs, description: dict) -
         writer.close()
         texts = tokenizer.decode(outputs) if outputs else []
         (work / RAW_DIR / "train.tgt").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-        meta = {**data.meta, "distilled": description}
+        train = TokenDataset(work, "train")  # the teacher's targets: their own token counts
+        counted = {"src": int(train.src_lengths.sum()), "tgt": int(train.tgt_lengths.sum())}
+        tokens = {**data.meta.get("tokens", {}), "train": counted}
+        meta = {**data.meta, "tokens": tokens, "distilled": description}
         (work / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
