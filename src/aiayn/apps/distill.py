@@ -1,9 +1,9 @@
 """`aiayn distill`: sequence-level knowledge distillation (Kim and Rush, 2016, "Sequence-Level
 Knowledge Distillation", section 3.2): a teacher (one model, or an ensemble) translates the training
 sources with beam search, and a student is trained on the teacher's translations instead of the
-references. The students of the WMT efficiency task (Marian/Bergamot) are distilled so: a deep
-encoder and a one- or two-layer decoder (configs/student.yaml), whose decoding steps cost a
-fraction of the teacher's.
+references. The students of the WMT efficiency task (Marian/Bergamot) are distilled so, with a
+one- or two-layer decoder whose decoding steps cost a fraction of the teacher's; aiayn's student
+(configs/student.yaml) keeps the tiny teacher's 3-layer encoder and has a 1-layer decoder.
 
     OUT/data                 a data directory with the teacher's vocabulary (spm.model copied): the
                              training sources, the teacher's translations as targets; valid and test
