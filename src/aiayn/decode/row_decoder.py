@@ -7,9 +7,10 @@ feeds q new tokens per row at positions lengths[r] .. lengths[r]+q-1: their keys
 written there (`RowCache`), their positions encoded there, and a key mask lets each new position
 see its row's prefix and the new positions up to itself, nothing past them. `keep` then sets each
 row's length, keeping any number of the new positions (the accepted ones) and dropping the rest:
-what lies past a row's length is never read again, only overwritten. When every row has the same
-length the cache is the plain one (a slice write, a causal mask, and for one token the model's own
-step, native where attached).
+what lies past a row's length is never read again, only overwritten. A model with a native decoder
+attached (aiayn.runtime.native_step) computes `extend` in one native call (`decode_positions`);
+otherwise Python does, and where every row has the same length the cache is the plain one (a slice
+write, a causal mask, and for one token the model's own step).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from torch import Tensor
 
 from aiayn.model.attention import KVCache, causal_mask
 from aiayn.model.transformer import Transformer
-from aiayn.runtime.native_step import decode_step
+from aiayn.runtime.native_step import decode_positions, decode_step
 
 
 class RowCache(KVCache):
@@ -64,14 +65,18 @@ class RowDecoder:
     def extend(self, tokens: Tensor) -> Tensor:
         """tokens (rows, q) at positions lengths .. lengths + q - 1 -> logits (rows, q, vocab).
         The rows' lengths stay as they were until `keep` says which new positions to keep."""
+        self.end = int(self.lengths.max()) + tokens.size(1)
+        return decode_positions(self.model, tokens, self.lengths, self.state, lambda: self._python(tokens))
+
+    def _python(self, tokens: Tensor) -> Tensor:
+        """`extend` in Python (`Transformer.decode_tokens`, or one step where the rows share a length)."""
         rows, q = tokens.shape
-        device, longest = tokens.device, int(self.lengths.max())
-        self.end = longest + q
+        device, longest = tokens.device, self.end - q
         if bool(self.lengths.eq(longest).all()):
             self.index = None
             self.state.step = longest
             if q == 1:
-                return decode_step(self.model, tokens[:, 0], self.state)[:, None]  # native where attached
+                return decode_step(self.model, tokens[:, 0], self.state)[:, None]
             positions = torch.arange(longest, self.end, device=device).expand(rows, q)  # (rows, q)
             mask = causal_mask(q, self.end, device)[None, None]  # (1, 1, q, end)
         else:
