@@ -15,12 +15,15 @@ write, a causal mask, and for one token the model's own step).
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
 from aiayn.model.attention import KVCache, causal_mask
 from aiayn.model.transformer import Transformer
-from aiayn.runtime.native_step import decode_positions, decode_step
+from aiayn.runtime.blockwise import row_max
+from aiayn.runtime.native_step import decode_positions, decode_step, propose_tokens
 
 
 class RowCache(KVCache):
@@ -85,6 +88,27 @@ class RowDecoder:
             keys = torch.arange(self.end, device=device)  # (end,)
             mask = (keys[None, None, :] <= positions[:, :, None])[:, None]  # (rows, 1, q, end)
         return self.model.decode_tokens(tokens, positions, self.state, mask)
+
+    def propose(self, tokens: Tensor, newest: Tensor, k: int, banned: Tensor) -> Tensor:
+        """This model's greedy continuation (a draft's proposals): tokens (rows, q) at positions
+        lengths .., row r's newest at newest[r] (rows,) (CPU) -> (rows, k), each the most probable
+        token after the ones before, never a `banned` id (ids,); each row then holds its tokens up to
+        its newest and the first k - 1 proposals. One native call where the model has a native decoder."""
+        found = propose_tokens(self.model, tokens, self.lengths, newest, k, banned, self.state)
+        if found is not None:
+            self.keep(self.lengths + newest + k)
+            return found
+        rows = torch.arange(tokens.size(0), device=tokens.device)
+        logits = self.extend(tokens)[rows, newest.to(tokens.device)]  # (rows, vocab)
+        self.keep(self.lengths + newest + 1)
+        proposals: list[Tensor] = []
+        for j in range(k):
+            if j:
+                logits = self.extend(proposals[-1][:, None])[:, 0]  # (rows, vocab)
+                self.keep(self.lengths + 1)
+            logits[:, banned] = -math.inf
+            proposals.append(row_max(logits)[1])
+        return torch.stack(proposals, dim=1)
 
     def keep(self, lengths: Tensor) -> None:
         """Each row now holds lengths (rows,) (CPU) positions: its prefix and the new ones it keeps."""

@@ -150,18 +150,7 @@ class _Live:
 
 def _propose(draft: RowDecoder, live: _Live, k: int, banned: Tensor) -> Tensor:
     """k tokens per row, each the draft's most probable after the ones before -> (rows, k)."""
-    rows, device = live.counts.numel(), live.last.device
-    fed = draft.extend(live.pending[:, : int(live.counts.max())])  # (rows, 1 or 2, vocab)
-    logits = fed[torch.arange(rows, device=device), (live.counts - 1).to(device)]  # (rows, vocab)
-    draft.keep(draft.lengths + live.counts)
-    proposals: list[Tensor] = []
-    for j in range(k):
-        if j:
-            logits = draft.extend(proposals[-1][:, None])[:, 0]  # (rows, vocab)
-            draft.keep(draft.lengths + 1)
-        logits[:, banned] = -math.inf
-        proposals.append(row_max(logits)[1])
-    return torch.stack(proposals, dim=1)
+    return draft.propose(live.pending[:, : int(live.counts.max())], live.counts - 1, k, banned)
 
 
 def _check(teacher: RowDecoder, live: _Live, proposals: Tensor, rules: SearchRules) -> tuple[Tensor, Tensor]:

@@ -303,6 +303,15 @@ struct NativeDecoder : torch::CustomClassHolder {
                 " does not fit");
   }
 
+  // The input of a call: `features` per row (the model's width), `rows` product rows padded to `padded`.
+  void check_rows(int64_t features, int64_t rows, int64_t row_class, int64_t padded) const {
+    TORCH_CHECK(norms.empty() || features == norms[0].weight.size(0), "x has ", features,
+                " features, the model's norms ", norms.empty() ? 0 : norms[0].weight.size(0));
+    TORCH_CHECK(row_class >= 0 && (row_classes < 0 || row_class < row_classes), "row class ", row_class,
+                " of ", row_classes);
+    TORCH_CHECK(padded >= rows, "rows padded to ", padded, ", fewer than the ", rows, " rows");
+  }
+
   // x (rows, d): the embedded tokens at position `length`; caches (rows, h, capacity, d_k or d_v)
   // per layer, `length` positions filled (this step writes one more); cross_k_t and cross_v per
   // layer, one row per sentence; the rows' class and padded count (for the kernels) -> logits
@@ -313,11 +322,7 @@ struct NativeDecoder : torch::CustomClassHolder {
     const int64_t n_layers = layers();
     check_float(x, 2, "x (rows, d_model)");
     const int64_t rows = x.size(0);
-    TORCH_CHECK(norms.empty() || x.size(1) == norms[0].weight.size(0), "x has ", x.size(1),
-                " features, the model's norms ", norms.empty() ? 0 : norms[0].weight.size(0));
-    TORCH_CHECK(row_class >= 0 && (row_classes < 0 || row_class < row_classes), "row class ", row_class,
-                " of ", row_classes);
-    TORCH_CHECK(padded >= rows, "rows padded to ", padded, ", fewer than the ", rows, " rows");
+    check_rows(x.size(1), rows, row_class, padded);
     check_caches(n_layers, rows, length, cache_k, cache_v, cross_k_t, cross_v, mask);
     const Rows r{row_class, padded};
     x = x.contiguous();
@@ -351,11 +356,7 @@ struct NativeDecoder : torch::CustomClassHolder {
                     lengths.device().is_cpu(), "lengths must be (rows,) int64 on the CPU, one per row of x");
     const int64_t shortest = lengths.min().item<int64_t>(), longest = lengths.max().item<int64_t>();
     TORCH_CHECK(shortest >= 0, "a row's length must be >= 0, got ", shortest);
-    TORCH_CHECK(norms.empty() || x.size(2) == norms[0].weight.size(0), "x has ", x.size(2),
-                " features, the model's norms ", norms.empty() ? 0 : norms[0].weight.size(0));
-    TORCH_CHECK(row_class >= 0 && (row_classes < 0 || row_class < row_classes), "row class ", row_class,
-                " of ", row_classes);
-    TORCH_CHECK(padded >= rows * m, "rows padded to ", padded, ", fewer than the ", rows * m, " rows");
+    check_rows(x.size(2), rows * m, row_class, padded);
     check_caches(n_layers, rows, longest + m - 1, cache_k, cache_v, cross_k_t, cross_v, mask);
     const Rows r{row_class, padded};
     const bool same = shortest == longest;
@@ -373,6 +374,45 @@ struct NativeDecoder : torch::CustomClassHolder {
     Tensor logits = linears.back()(x, false, r);
     return logits.view({rows, m, logits.size(1)});
   }
+
+  // A draft's k greedy proposals per row (speculative decoding): x (rows, q, d) its unread tokens
+  // embedded, row r's newest at newest[r] (rows,) int64; then k - 1 single positions, each the token
+  // just chosen, embedded as embed[token] * scale + table[position] (embed (vocab, d), table
+  // (positions, d)). `banned` (ids,) int64 are never chosen; `extend`'s other arguments as there,
+  // `padded` for the first call and `padded_one` for the rest -> (rows, k) int64.
+  Tensor propose(Tensor x, Tensor lengths, Tensor newest, int64_t k, Tensor embed, double scale, Tensor table,
+                 Tensor banned, std::vector<Tensor> cache_k, std::vector<Tensor> cache_v,
+                 std::vector<Tensor> cross_k_t, std::vector<Tensor> cross_v, std::optional<Tensor> mask,
+                 int64_t row_class, int64_t padded, int64_t padded_one) {
+    check_float(embed, 2, "embed (vocab, d_model)");
+    check_float(table, 2, "table (positions, d_model)");
+    const int64_t rows = x.dim() == 3 ? x.size(0) : 0, q = x.dim() == 3 ? x.size(1) : 0;
+    TORCH_CHECK(newest.dim() == 1 && newest.size(0) == rows && newest.scalar_type() == at::kLong &&
+                    (rows == 0 || (newest.min().item<int64_t>() >= 0 && newest.max().item<int64_t>() < q)),
+                "newest must be (rows,) int64 indices into x's ", q, " positions");
+    TORCH_CHECK(banned.dim() == 1 && banned.scalar_type() == at::kLong, "banned must be 1-d int64");
+    TORCH_CHECK(banned.numel() == 0 || (banned.min().item<int64_t>() >= 0 &&
+                                        banned.max().item<int64_t>() < linears.back().weight.size(0)),
+                "a banned id is not a target id");
+    TORCH_CHECK(k >= 1 && !cache_k.empty() && lengths.dim() == 1 && lengths.size(0) == rows &&
+                    (lengths + newest + k).max().item<int64_t>() <= std::min(table.size(0), cache_k[0].size(2)),
+                "k = ", k, " proposals do not fit the caches or the position table");
+    Tensor logits = extend(x, lengths, cache_k, cache_v, cross_k_t, cross_v, mask, row_class, padded);
+    Tensor held = lengths + newest + 1;  // (rows,) positions each row holds once it read its tokens
+    Tensor next = logits.index({at::arange(rows, lengths.options()), newest});  // (rows, vocab)
+    Tensor out = at::empty({rows, k}, lengths.options());
+    for (int64_t j = 0; j < k; ++j) {
+      if (j > 0) {
+        Tensor token = out.select(1, j - 1);
+        Tensor xj = embed.index_select(0, token).mul_(scale).add_(table.index_select(0, held)).unsqueeze(1);
+        next = extend(xj, held, cache_k, cache_v, cross_k_t, cross_v, mask, row_class, padded_one).select(1, 0);
+        held = held + 1;
+      }
+      if (banned.numel() > 0) next.index_fill_(1, banned, -std::numeric_limits<float>::infinity());
+      out.select(1, j).copy_(next.argmax(1));
+    }
+    return out;
+  }
 };
 
 TORCH_LIBRARY(aiayn, m) {
@@ -382,5 +422,6 @@ TORCH_LIBRARY(aiayn, m) {
       .def("add_int8", &NativeDecoder::add_int8)
       .def("add_norm", &NativeDecoder::add_norm)
       .def("step", &NativeDecoder::step)
-      .def("extend", &NativeDecoder::extend);
+      .def("extend", &NativeDecoder::extend)
+      .def("propose", &NativeDecoder::propose);
 }

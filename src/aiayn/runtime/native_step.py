@@ -51,6 +51,7 @@ __all__ = [
     "decode_step",
     "native_decoder",
     "native_status",
+    "propose_tokens",
     "restricted_native",
 ]
 FALLBACK = "decoding steps run in Python"
@@ -122,18 +123,35 @@ class NativeDecoder:
         a single step of these rows takes: oneDNN's packed weight gives a row the same bits
         whatever the number of rows, so where the rows share one length the logits are the single
         steps' (tests/runtime/test_native_extend.py)."""
-        caches, (rows, m) = state.self_kv, x.shape[:2]
-        return self._decoder.extend(
-            x,
-            lengths,
-            [c.k for c in caches],
-            [c.v for c in caches],
-            [k for k, _ in state.cross_kv],
-            [v for _, v in state.cross_kv],
-            state.memory_mask,
-            row_class(rows),
-            padded_rows(rows * m),
-        )
+        rows, m = x.shape[:2]
+        return self._decoder.extend(x, lengths, *_caches(state), row_class(rows), padded_rows(rows * m))
+
+    def propose(
+        self, x: Tensor, lengths: Tensor, newest: Tensor, k: int, model: Transformer, banned: Tensor,
+        state: DecoderState,
+    ) -> Tensor:  # fmt: skip
+        """A draft's greedy proposals: `extend` over x (rows, q, d_model), then k - 1 single
+        positions, each the token just chosen (row r's first choice follows its token newest[r]
+        (rows,) of x; `banned` (ids,) never chosen) -> (rows, k) int64. Each row's caches then
+        hold lengths + newest + k positions, the last proposal not yet read."""
+        rows, m = x.shape[:2]
+        embed, table = model.tgt_embed, model.tgt_pos(int(lengths.max()) + m + k)  # (positions, d_model)
+        return self._decoder.propose(
+            x, lengths, newest, k, embed.weight.detach(), embed.scale, table, banned, *_caches(state),
+            row_class(rows), padded_rows(rows * m), padded_rows(rows),
+        )  # fmt: skip
+
+
+def _caches(state: DecoderState) -> tuple:
+    """The caches' keys and values, the encoder's and the source mask, as the native calls take them."""
+    caches = state.self_kv
+    return (
+        [c.k for c in caches],
+        [c.v for c in caches],
+        [k for k, _ in state.cross_kv],
+        [v for _, v in state.cross_kv],
+        state.memory_mask,
+    )
 
 
 def native_decoder(model: nn.Module) -> NativeDecoder | None:
@@ -180,6 +198,26 @@ def decode_positions(
         _attached.pop(model, None)
         warnings.warn(f"the native step failed ({_first_line(e)}): {FALLBACK}", RuntimeWarning, stacklevel=2)
         return logits
+
+
+def propose_tokens(
+    model: Transformer, tokens: Tensor, lengths: Tensor, newest: Tensor, k: int, banned: Tensor,
+    state: DecoderState,
+) -> Tensor | None:  # fmt: skip
+    """A draft's k greedy proposals per row in one native call (`NativeDecoder.propose`): tokens
+    (rows, q) of row r at lengths[r] .. (lengths (rows,) on the CPU), its newest at newest[r] ->
+    (rows, k); None where the model decodes in Python (the caller then proposes step by step). A
+    native call that fails says why (a RuntimeWarning) and leaves the model decoding in Python."""
+    native = _attached.get(model)
+    if native is None or model.training or torch.is_grad_enabled() or not native.valid_for(model):
+        return None
+    positions = lengths[:, None] + torch.arange(tokens.size(1))  # (rows, q)
+    try:
+        return native.propose(model.embed_tokens(tokens, positions), lengths, newest, k, model, banned, state)
+    except RuntimeError as e:
+        _attached.pop(model, None)
+        warnings.warn(f"the native step failed ({_first_line(e)}): {FALLBACK}", RuntimeWarning, stacklevel=2)
+        return None
 
 
 def _first_line(e: BaseException) -> str:
