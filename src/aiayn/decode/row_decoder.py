@@ -16,14 +16,16 @@ write, a causal mask, and for one token the model's own step).
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 from torch import Tensor
 
+from aiayn.decode.shortlist import KeptOutput, Shortlist
 from aiayn.model.attention import KVCache, causal_mask
 from aiayn.model.transformer import Transformer
 from aiayn.runtime.blockwise import row_max
-from aiayn.runtime.native_step import decode_positions, decode_step, propose_tokens
+from aiayn.runtime.native_step import decode_positions, decode_step, native_decoder, propose_tokens
 
 
 class RowCache(KVCache):
@@ -55,10 +57,12 @@ class RowCache(KVCache):
 class RowDecoder:
     """A model's decoder over a batch of sources, one row per sentence, rows of their own lengths."""
 
-    def __init__(self, model: Transformer, src: Tensor, capacity: int):
-        """src (n, src_len) right-padded; capacity: the most positions a row will hold."""
+    def __init__(self, model: Transformer, src: Tensor, capacity: int, shortlist: Shortlist | None = None):
+        """src (n, src_len) right-padded; capacity: the most positions a row will hold; `shortlist`:
+        the batch's candidates restrict the output layer of `propose` (where it runs natively)."""
         memory, mask = model.encode(src)  # (n, src_len, d_model), (n, 1, 1, src_len) | None
         self.model, self.device = model, src.device
+        self.output = None if shortlist is None else KeptOutput(model, shortlist.kept(src))
         self.state = model.start_decoding(memory, mask, capacity)
         self.state.self_kv = [RowCache(c, self) for c in self.state.self_kv]
         self.lengths = torch.zeros(src.size(0), dtype=torch.long)  # (rows,) CPU: positions held
@@ -94,7 +98,9 @@ class RowDecoder:
         lengths .., row r's newest at newest[r] (rows,) (CPU) -> (rows, k), each the most probable
         token after the ones before, never a `banned` id (ids,); each row then holds its tokens up to
         its newest and the first k - 1 proposals. One native call where the model has a native decoder."""
-        found = propose_tokens(self.model, tokens, self.lengths, newest, k, banned, self.state)
+        found = self._shortlisted(tokens, newest, k, banned)
+        if found is None:
+            found = propose_tokens(self.model, tokens, self.lengths, newest, k, banned, self.state)
         if found is not None:
             self.keep(self.lengths + newest + k)
             return found
@@ -109,6 +115,21 @@ class RowDecoder:
             logits[:, banned] = -math.inf
             proposals.append(row_max(logits)[1])
         return torch.stack(proposals, dim=1)
+
+    def _shortlisted(self, tokens: Tensor, newest: Tensor, k: int, banned: Tensor) -> Tensor | None:
+        """`propose` with the output layer restricted to the batch's shortlist (native), or None."""
+        native, model = None if self.output is None else self.output.native, self.model
+        if native is None or native_decoder(model) is None or model.training or torch.is_grad_enabled():
+            return None
+        kept = self.output.kept  # (kept,) sorted target ids
+        columns = (kept[None, :] == banned[:, None]).nonzero()[:, 1]  # the banned ids it keeps
+        x = model.embed_tokens(tokens, self.lengths[:, None] + torch.arange(tokens.size(1)))
+        try:
+            return kept[native.propose(x, self.lengths, newest, k, model, columns, self.state)]
+        except RuntimeError as e:
+            self.output = None
+            warnings.warn(f"the shortlisted native step failed ({e}): whole vocabulary", RuntimeWarning, 2)
+            return None
 
     def keep(self, lengths: Tensor) -> None:
         """Each row now holds lengths (rows,) (CPU) positions: its prefix and the new ones it keeps."""

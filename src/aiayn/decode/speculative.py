@@ -37,6 +37,7 @@ from torch import Tensor
 
 from aiayn.decode.common import Hypothesis, SearchRules
 from aiayn.decode.row_decoder import RowDecoder
+from aiayn.decode.shortlist import Shortlist, read_shortlist
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_model_dir
 from aiayn.model.transformer import Transformer
@@ -75,8 +76,8 @@ class DraftStats:
 class Draft:
     """A draft model for speculative greedy decoding, and its running `stats`."""
 
-    def __init__(self, model: Transformer, name: str = "draft"):
-        self.model, self.name, self.stats = model, name, DraftStats()
+    def __init__(self, model: Transformer, name: str = "draft", shortlist: Shortlist | None = None):
+        self.model, self.name, self.stats, self.shortlist = model, name, DraftStats(), shortlist
 
     @classmethod
     def load(
@@ -101,7 +102,7 @@ class Draft:
             draft_dir, teacher_dir, model, teacher, load_tokenizer(draft_dir, info), tokenizer
         )
         prepare_for_inference(model, int8)
-        return cls(model, str(draft_dir))
+        return cls(model, str(draft_dir), read_shortlist(draft_dir, model.config))
 
 
 def check_same_vocabulary(
@@ -181,7 +182,7 @@ def speculative_search(
     n, device = src.size(0), src.device
     big, small = (
         RowDecoder(teacher, src, int(max_lens.max()) + k + 2),
-        RowDecoder(draft.model, src, int(max_lens.max()) + k + 2),
+        RowDecoder(draft.model, src, int(max_lens.max()) + k + 2, draft.shortlist),
     )
     start = torch.full((n,), rules.start_id, dtype=torch.long, device=device)
     live = _Live(
