@@ -4,14 +4,23 @@ Decoding"; Chen et al., 2023; greedy acceptance as in Stern et al., 2018, "Block
 Decoding").
 
 A small draft model (a distilled student with a shallow decoder, say) proposes k tokens greedily,
-one incremental step each, with its own cache. The teacher then reads its newest token and the k
-proposals in one pass over its cached prefix (k + 1 positions, `Transformer.decode_tokens`), and
+one incremental step each, with its own cache (one native call for all k where it has the native
+step, `NativeDecoder.propose`; its output layer restricted to the batch's shortlist where its model
+directory has one: proposals need not be exact). The teacher then reads its newest token and the k
+proposals in one pass over its cached prefix (k + 1 positions: `NativeDecoder.extend`, each
+product reading its weights once for all of them; `Transformer.decode_tokens` in Python), and
 each row keeps the longest run of proposals that equal the teacher's own most probable tokens,
 plus the teacher's token at the first disagreement (or, when all k agree, its token after them):
 1 to k + 1 tokens per teacher pass, each the one the teacher's greedy search would have chosen.
-The output is the teacher's greedy output, token for token (up to float32 summation order: the
-pass over k + 1 positions sums in another order than k + 1 single steps, which can only matter
-where two tokens tie to the last bit), and its scores are the teacher's.
+One sentence at a time, on the CPU with the native step and oneDNN's packed products (what
+`Translator.load` gives a float32 model), the pass computes each position's logits to the last
+bit as the single steps of greedy search do (products whose rows' bits do not depend on the row
+count, attention one position at a time with the single step's calls: aiayn.runtime.native_step),
+so the output is the teacher's greedy output token for token, and its scores are the teacher's.
+In a batch the rows hold different lengths and attend with a mask, and the products run with
+more rows than greedy search's: logits can differ in the last bits, which can only change a
+choice where two tokens tie to float32 rounding (as a batch of 32 can differ from one sentence at
+a time); so too with int8 products (their activations are quantised per call) or in Python.
 
 Rows accept different numbers of tokens: every row keeps its own length in both models' caches
 (aiayn.decode.row_decoder): a rejected proposal's keys are not rolled back by copying, the row's
@@ -20,10 +29,9 @@ it fed itself; when all k are accepted, the k-th and the teacher's bonus token a
 it, and its next pass feeds the two at once.
 
 What it costs: a draft step per proposal and a teacher pass over k + 1 positions per check. It
-pays where that pass costs about one teacher step (products bound by reading the weights: a GPU, a
-larger model) and the draft is much cheaper than the teacher and agrees with it often
-(`DraftStats`). The pass runs in Python (the native step takes one position): on a 2-core AVX2 CPU
-a pass over 3 positions of the tiny model costs about 1.8 native steps (BENCHMARKS.md).
+pays where that pass costs about one teacher step (products bound by reading the weights) and the
+draft is much cheaper than the teacher and agrees with it often (`DraftStats`); BENCHMARKS.md
+("Speculative greedy decoding") has the figures on a 2-core AVX2 CPU.
 """
 
 from __future__ import annotations

@@ -273,6 +273,18 @@ struct NativeDecoder : torch::CustomClassHolder {
     return linears[6 * layer + 5](h, false, r);
   }
 
+  // The decoder's layers (3.1; each layer's attention as given) and output layer over x (rows, d).
+  template <typename S, typename C>
+  Tensor through(Tensor x, int64_t n_layers, const Rows& r, S self_attn, C cross_attn) const {
+    for (int64_t i = 0; i < n_layers; ++i) {
+      x = residual(x, 3 * i, [&](const Tensor& in) { return self_attn(in, i); });
+      x = residual(x, 3 * i + 1, [&](const Tensor& in) { return cross_attn(in, i); });
+      x = residual(x, 3 * i + 2, [&](const Tensor& in) { return feed_forward(in, i, r); });
+    }
+    if (int64_t(norms.size()) > 3 * n_layers) x = norm(x, 3 * n_layers);
+    return linears.back()(x, false, r);
+  }
+
   // The caches and the encoder's keys and values of `n_layers` layers for `rows` rows.
   void check_caches(int64_t n_layers, int64_t rows, int64_t length, const std::vector<Tensor>& cache_k,
                     const std::vector<Tensor>& cache_v, const std::vector<Tensor>& cross_k_t,
@@ -325,18 +337,10 @@ struct NativeDecoder : torch::CustomClassHolder {
     check_rows(x.size(1), rows, row_class, padded);
     check_caches(n_layers, rows, length, cache_k, cache_v, cross_k_t, cross_v, mask);
     const Rows r{row_class, padded};
-    x = x.contiguous();
-    for (int64_t i = 0; i < n_layers; ++i) {
-      x = residual(x, 3 * i, [&](const Tensor& in) {
-        return self_attention(in, i, cache_k[i], cache_v[i], length, r);
-      });
-      x = residual(x, 3 * i + 1, [&](const Tensor& in) {
-        return cross_attention(in, i, cross_k_t[i], cross_v[i], mask, r);
-      });
-      x = residual(x, 3 * i + 2, [&](const Tensor& in) { return feed_forward(in, i, r); });
-    }
-    if (int64_t(norms.size()) > 3 * n_layers) x = norm(x, 3 * n_layers);
-    return linears.back()(x, false, r);
+    return through(
+        x.contiguous(), n_layers, r,
+        [&](const Tensor& in, int64_t i) { return self_attention(in, i, cache_k[i], cache_v[i], length, r); },
+        [&](const Tensor& in, int64_t i) { return cross_attention(in, i, cross_k_t[i], cross_v[i], mask, r); });
   }
 
   // Several new positions per row in one call (speculative decoding's check): x (rows, m, d), the
@@ -360,18 +364,12 @@ struct NativeDecoder : torch::CustomClassHolder {
     check_caches(n_layers, rows, longest + m - 1, cache_k, cache_v, cross_k_t, cross_v, mask);
     const Rows r{row_class, padded};
     const bool same = shortest == longest;
-    x = x.reshape({rows * m, x.size(2)}).contiguous();
-    for (int64_t i = 0; i < n_layers; ++i) {
-      x = residual(x, 3 * i, [&](const Tensor& in) {
-        return self_attention_m(in, i, cache_k[i], cache_v[i], lengths, m, same, r);
-      });
-      x = residual(x, 3 * i + 1, [&](const Tensor& in) {
-        return cross_attention_m(in, i, m, cross_k_t[i], cross_v[i], mask, r);
-      });
-      x = residual(x, 3 * i + 2, [&](const Tensor& in) { return feed_forward(in, i, r); });
-    }
-    if (int64_t(norms.size()) > 3 * n_layers) x = norm(x, 3 * n_layers);
-    Tensor logits = linears.back()(x, false, r);
+    Tensor logits = through(
+        x.reshape({rows * m, x.size(2)}).contiguous(), n_layers, r,
+        [&](const Tensor& in, int64_t i) {
+          return self_attention_m(in, i, cache_k[i], cache_v[i], lengths, m, same, r);
+        },
+        [&](const Tensor& in, int64_t i) { return cross_attention_m(in, i, m, cross_k_t[i], cross_v[i], mask, r); });
     return logits.view({rows, m, logits.size(1)});
   }
 
