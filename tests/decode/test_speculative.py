@@ -194,7 +194,7 @@ def test_a_windowed_model_is_refused_as_a_draft(toy_model_dir, tmp_path):
 
 
 def test_a_draft_with_a_shortlist_proposes_within_it(
-    toy_model_dir, drafts, translator, tmp_path, monkeypatch
+    toy_model_dir, drafts, translator, speculative, tmp_path, monkeypatch
 ):
     """A shortlist in the draft's directory restricts its output layer (cheaper proposals); the
     outputs stay the teacher's."""
@@ -209,5 +209,11 @@ def test_a_draft_with_a_shortlist_proposes_within_it(
         monkeypatch.setattr(row_decoder, "propose_tokens", lambda *a: pytest.fail("not shortlisted"))
     expected = [t.tokens for t in _greedy(translator, TEXTS)]
     for k in (1, 3):
+        spec.draft.stats.__init__()
         assert [t.tokens for t in _greedy(spec, TEXTS, draft_tokens=k)] == expected
-    assert spec.draft.stats.acceptance > 0.3
+    monkeypatch.undo()
+    full = speculative["trained"].draft
+    full.stats.__init__()
+    _greedy(speculative["trained"], TEXTS, draft_tokens=3)
+    # later proposals follow the ids of the earlier ones: as often right as the whole vocabulary's
+    assert spec.draft.stats.acceptance > full.stats.acceptance - 0.1 > 0.2

@@ -125,7 +125,7 @@ class RowDecoder:
         columns = (kept[None, :] == banned[:, None]).nonzero()[:, 1]  # the banned ids it keeps
         x = model.embed_tokens(tokens, self.lengths[:, None] + torch.arange(tokens.size(1)))
         try:
-            return kept[native.propose(x, self.lengths, newest, k, model, columns, self.state)]
+            return kept[native.propose(x, self.lengths, newest, k, model, columns, self.state, kept)]
         except RuntimeError as e:
             self.output = None
             warnings.warn(f"the shortlisted native step failed ({e}): whole vocabulary", RuntimeWarning, 2)

@@ -376,10 +376,11 @@ struct NativeDecoder : torch::CustomClassHolder {
   // A draft's k greedy proposals per row (speculative decoding): x (rows, q, d) its unread tokens
   // embedded, row r's newest at newest[r] (rows,) int64; then k - 1 single positions, each the token
   // just chosen, embedded as embed[token] * scale + table[position] (embed (vocab, d), table
-  // (positions, d)). `banned` (ids,) int64 are never chosen; `extend`'s other arguments as there,
+  // (positions, d)). `banned` (ids,) int64 columns are never chosen; `ids` (columns,) int64 the target
+  // id of each output column (a shortlist's), if not their own; `extend`'s other arguments as there,
   // `padded` for the first call and `padded_one` for the rest -> (rows, k) int64.
   Tensor propose(Tensor x, Tensor lengths, Tensor newest, int64_t k, Tensor embed, double scale, Tensor table,
-                 Tensor banned, std::vector<Tensor> cache_k, std::vector<Tensor> cache_v,
+                 Tensor banned, std::optional<Tensor> ids, std::vector<Tensor> cache_k, std::vector<Tensor> cache_v,
                  std::vector<Tensor> cross_k_t, std::vector<Tensor> cross_v, std::optional<Tensor> mask,
                  int64_t row_class, int64_t padded, int64_t padded_one) {
     check_float(embed, 2, "embed (vocab, d_model)");
@@ -399,10 +400,13 @@ struct NativeDecoder : torch::CustomClassHolder {
     Tensor next = logits.index({at::arange(rows, lengths.options()), newest});  // (rows, vocab)
     TORCH_CHECK(banned.numel() == 0 || banned.max().item<int64_t>() < next.size(1), "a banned id is past the ",
                 next.size(1), " outputs");  // what is written lies past the rows' lengths: harmless
+    TORCH_CHECK(!ids || (ids->dim() == 1 && ids->scalar_type() == at::kLong && ids->size(0) == next.size(1) &&
+                         ids->min().item<int64_t>() >= 0 && ids->max().item<int64_t>() < embed.size(0)),
+                "ids must be (", next.size(1), ",) int64 target ids");
     Tensor out = at::empty({rows, k}, lengths.options());
     for (int64_t j = 0; j < k; ++j) {
       if (j > 0) {
-        Tensor token = out.select(1, j - 1);
+        Tensor token = ids ? ids->index_select(0, out.select(1, j - 1)) : out.select(1, j - 1);
         Tensor xj = embed.index_select(0, token).mul_(scale).add_(table.index_select(0, held)).unsqueeze(1);
         next = extend(xj, held, cache_k, cache_v, cross_k_t, cross_v, mask, row_class, padded_one).select(1, 0);
         held = held + 1;

@@ -128,16 +128,17 @@ class NativeDecoder:
 
     def propose(
         self, x: Tensor, lengths: Tensor, newest: Tensor, k: int, model: Transformer, banned: Tensor,
-        state: DecoderState,
+        state: DecoderState, ids: Tensor | None = None,
     ) -> Tensor:  # fmt: skip
         """A draft's greedy proposals: `extend` over x (rows, q, d_model), then k - 1 single
         positions, each the token just chosen (row r's first choice follows its token newest[r]
-        (rows,) of x; `banned` (ids,) never chosen) -> (rows, k) int64. Each row's caches then
+        (rows,) of x; `banned` (ids,) never chosen; `ids` (columns,) the target id of each output
+        column where the output layer is a shortlist's) -> (rows, k) int64 columns. Each row's caches then
         hold lengths + newest + k positions, the last proposal not yet read."""
         rows, m = x.shape[:2]
         embed, table = model.tgt_embed, model.tgt_pos(int(lengths.max()) + m + k)  # (positions, d_model)
         return self._decoder.propose(
-            x, lengths, newest, k, embed.weight.detach(), embed.scale, table, banned, *_caches(state),
+            x, lengths, newest, k, embed.weight.detach(), embed.scale, table, banned, ids, *_caches(state),
             row_class(rows), padded_rows(rows * m), padded_rows(rows),
         )  # fmt: skip
 
