@@ -228,7 +228,7 @@ class DecodeConfig(Serializable):
     n_best: int = 1  # outputs per text: the best of the beam, or samples
     batch_tokens: int = TrainConfig.max_tokens  # source tokens per decoding batch: a training batch's
     sampling: bool = False  # draw n_best samples (as SamplingConfig says) instead of searching
-    draft_tokens: int = 2  # tokens a draft proposes per check (aiayn.decode.speculative; BENCHMARKS.md)
+    draft_tokens: int = 4  # tokens a draft proposes per check (aiayn.decode.speculative; BENCHMARKS.md)
     shortlist: bool = False  # restrict the output layer to the model's shortlist (aiayn.decode.shortlist)
 
     def __post_init__(self) -> None:

@@ -4,16 +4,22 @@ Its outputs must be the teacher's greedy outputs, token for token, whatever the 
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
+from aiayn.apps.shortlist import build_shortlist
 from aiayn.config import DecodeConfig
+from aiayn.decode import row_decoder
 from aiayn.decode.row_decoder import RowDecoder
 from aiayn.decode.speculative import Draft, check_same_vocabulary
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_model_dir
+from aiayn.runtime.native_step import native_decoder
 from toy import build_toy_model_dir, toy_pairs
+from toy_translation import write_toy_data_dir
 
 SMALL = {"d_model": 16, "d_ff": 32, "n_heads": 2, "n_layers": 1}  # the draft: a quarter of the teacher
 TEXTS = [s for s, _ in toy_pairs(48, seed=5)]  # 1 to 6 words: rows of different lengths end apart
@@ -185,3 +191,29 @@ def test_a_windowed_model_is_refused_as_a_draft(toy_model_dir, tmp_path):
         AiaynError, match=r"windowed: speculative decoding takes no model with attention_window=2"
     ):
         Translator.load(toy_model_dir, device="cpu", draft=windowed)
+
+
+def test_a_draft_with_a_shortlist_proposes_within_it(
+    toy_model_dir, drafts, translator, speculative, tmp_path, monkeypatch
+):
+    """A shortlist in the draft's directory restricts its output layer (cheaper proposals); the
+    outputs stay the teacher's."""
+    draft = tmp_path / "draft"
+    shutil.copytree(drafts["trained"], draft)
+    build_shortlist(
+        draft, write_toy_data_dir(tmp_path / "data", draft / "spm.model"), k=3, frequent=2, progress=False
+    )
+    spec = Translator.load(toy_model_dir, device="cpu", draft=draft)
+    assert spec.draft.shortlist is not None
+    if native_decoder(spec.draft.model) is not None:  # the shortlisted native call, never the full one
+        monkeypatch.setattr(row_decoder, "propose_tokens", lambda *a: pytest.fail("not shortlisted"))
+    expected = [t.tokens for t in _greedy(translator, TEXTS)]
+    for k in (1, 3):
+        spec.draft.stats.__init__()
+        assert [t.tokens for t in _greedy(spec, TEXTS, draft_tokens=k)] == expected
+    monkeypatch.undo()
+    full = speculative["trained"].draft
+    full.stats.__init__()
+    _greedy(speculative["trained"], TEXTS, draft_tokens=3)
+    # later proposals follow the ids of the earlier ones: as often right as the whole vocabulary's
+    assert spec.draft.stats.acceptance > full.stats.acceptance - 0.1 > 0.2

@@ -7,19 +7,25 @@ feeds q new tokens per row at positions lengths[r] .. lengths[r]+q-1: their keys
 written there (`RowCache`), their positions encoded there, and a key mask lets each new position
 see its row's prefix and the new positions up to itself, nothing past them. `keep` then sets each
 row's length, keeping any number of the new positions (the accepted ones) and dropping the rest:
-what lies past a row's length is never read again, only overwritten. When every row has the same
-length the cache is the plain one (a slice write, a causal mask, and for one token the model's own
-step, native where attached).
+what lies past a row's length is never read again, only overwritten. A model with a native decoder
+attached (aiayn.runtime.native_step) computes `extend` in one native call (`decode_positions`);
+otherwise Python does, and where every row has the same length the cache is the plain one (a slice
+write, a causal mask, and for one token the model's own step).
 """
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import torch
 from torch import Tensor
 
+from aiayn.decode.shortlist import KeptOutput, Shortlist
 from aiayn.model.attention import KVCache, causal_mask
 from aiayn.model.transformer import Transformer
-from aiayn.runtime.native_step import decode_step
+from aiayn.runtime.blockwise import row_max
+from aiayn.runtime.native_step import decode_positions, decode_step, native_decoder, propose_tokens
 
 
 class RowCache(KVCache):
@@ -51,10 +57,12 @@ class RowCache(KVCache):
 class RowDecoder:
     """A model's decoder over a batch of sources, one row per sentence, rows of their own lengths."""
 
-    def __init__(self, model: Transformer, src: Tensor, capacity: int):
-        """src (n, src_len) right-padded; capacity: the most positions a row will hold."""
+    def __init__(self, model: Transformer, src: Tensor, capacity: int, shortlist: Shortlist | None = None):
+        """src (n, src_len) right-padded; capacity: the most positions a row will hold; `shortlist`:
+        the batch's candidates restrict the output layer of `propose` (where it runs natively)."""
         memory, mask = model.encode(src)  # (n, src_len, d_model), (n, 1, 1, src_len) | None
         self.model, self.device = model, src.device
+        self.output = None if shortlist is None else KeptOutput(model, shortlist.kept(src))
         self.state = model.start_decoding(memory, mask, capacity)
         self.state.self_kv = [RowCache(c, self) for c in self.state.self_kv]
         self.lengths = torch.zeros(src.size(0), dtype=torch.long)  # (rows,) CPU: positions held
@@ -64,14 +72,18 @@ class RowDecoder:
     def extend(self, tokens: Tensor) -> Tensor:
         """tokens (rows, q) at positions lengths .. lengths + q - 1 -> logits (rows, q, vocab).
         The rows' lengths stay as they were until `keep` says which new positions to keep."""
+        self.end = int(self.lengths.max()) + tokens.size(1)
+        return decode_positions(self.model, tokens, self.lengths, self.state, lambda: self._python(tokens))
+
+    def _python(self, tokens: Tensor) -> Tensor:
+        """`extend` in Python (`Transformer.decode_tokens`, or one step where the rows share a length)."""
         rows, q = tokens.shape
-        device, longest = tokens.device, int(self.lengths.max())
-        self.end = longest + q
+        device, longest = tokens.device, self.end - q
         if bool(self.lengths.eq(longest).all()):
             self.index = None
             self.state.step = longest
             if q == 1:
-                return decode_step(self.model, tokens[:, 0], self.state)[:, None]  # native where attached
+                return decode_step(self.model, tokens[:, 0], self.state)[:, None]
             positions = torch.arange(longest, self.end, device=device).expand(rows, q)  # (rows, q)
             mask = causal_mask(q, self.end, device)[None, None]  # (1, 1, q, end)
         else:
@@ -80,6 +92,44 @@ class RowDecoder:
             keys = torch.arange(self.end, device=device)  # (end,)
             mask = (keys[None, None, :] <= positions[:, :, None])[:, None]  # (rows, 1, q, end)
         return self.model.decode_tokens(tokens, positions, self.state, mask)
+
+    def propose(self, tokens: Tensor, newest: Tensor, k: int, banned: Tensor) -> Tensor:
+        """This model's greedy continuation (a draft's proposals): tokens (rows, q) at positions
+        lengths .., row r's newest at newest[r] (rows,) (CPU) -> (rows, k), each the most probable
+        token after the ones before, never a `banned` id (ids,); each row then holds its tokens up to
+        its newest and the first k - 1 proposals. One native call where the model has a native decoder."""
+        found = self._shortlisted(tokens, newest, k, banned)
+        if found is None:
+            found = propose_tokens(self.model, tokens, self.lengths, newest, k, banned, self.state)
+        if found is not None:
+            self.keep(self.lengths + newest + k)
+            return found
+        rows = torch.arange(tokens.size(0), device=tokens.device)
+        logits = self.extend(tokens)[rows, newest.to(tokens.device)]  # (rows, vocab)
+        self.keep(self.lengths + newest + 1)
+        proposals: list[Tensor] = []
+        for j in range(k):
+            if j:
+                logits = self.extend(proposals[-1][:, None])[:, 0]  # (rows, vocab)
+                self.keep(self.lengths + 1)
+            logits[:, banned] = -math.inf
+            proposals.append(row_max(logits)[1])
+        return torch.stack(proposals, dim=1)
+
+    def _shortlisted(self, tokens: Tensor, newest: Tensor, k: int, banned: Tensor) -> Tensor | None:
+        """`propose` with the output layer restricted to the batch's shortlist (native), or None."""
+        native, model = None if self.output is None else self.output.native, self.model
+        if native is None or native_decoder(model) is None or model.training or torch.is_grad_enabled():
+            return None
+        kept = self.output.kept  # (kept,) sorted target ids
+        columns = (kept[None, :] == banned[:, None]).nonzero()[:, 1]  # the banned ids it keeps
+        x = model.embed_tokens(tokens, self.lengths[:, None] + torch.arange(tokens.size(1)))
+        try:
+            return kept[native.propose(x, self.lengths, newest, k, model, columns, self.state, kept)]
+        except RuntimeError as e:
+            self.output = None
+            warnings.warn(f"the shortlisted native step failed ({e}): whole vocabulary", RuntimeWarning, 2)
+            return None
 
     def keep(self, lengths: Tensor) -> None:
         """Each row now holds lengths (rows,) (CPU) positions: its prefix and the new ones it keeps."""

@@ -4,14 +4,24 @@ Decoding"; Chen et al., 2023; greedy acceptance as in Stern et al., 2018, "Block
 Decoding").
 
 A small draft model (a distilled student with a shallow decoder, say) proposes k tokens greedily,
-one incremental step each, with its own cache. The teacher then reads its newest token and the k
-proposals in one pass over its cached prefix (k + 1 positions, `Transformer.decode_tokens`), and
+one incremental step each, with its own cache (one native call for all k where it has the native
+step, `NativeDecoder.propose`; int8 products on the CPU and its output layer restricted to the
+batch's shortlist where its model directory has one: proposals need not be exact). The teacher
+then reads its newest token and the k proposals in one pass over its cached prefix (k + 1
+positions: `NativeDecoder.extend`, each product reading its weights once for all of them;
+`Transformer.decode_tokens` in Python), and
 each row keeps the longest run of proposals that equal the teacher's own most probable tokens,
 plus the teacher's token at the first disagreement (or, when all k agree, its token after them):
 1 to k + 1 tokens per teacher pass, each the one the teacher's greedy search would have chosen.
-The output is the teacher's greedy output, token for token (up to float32 summation order: the
-pass over k + 1 positions sums in another order than k + 1 single steps, which can only matter
-where two tokens tie to the last bit), and its scores are the teacher's.
+One sentence at a time, on the CPU with the native step and oneDNN's packed products (what
+`Translator.load` gives a float32 model), the pass computes each position's logits to the last
+bit as the single steps of greedy search do (products whose rows' bits do not depend on the row
+count, attention one position at a time with the single step's calls: aiayn.runtime.native_step),
+so the output is the teacher's greedy output token for token, and its scores are the teacher's.
+In a batch the rows hold different lengths and attend with a mask, and the products run with
+more rows than greedy search's: logits can differ in the last bits, which can only change a
+choice where two tokens tie to float32 rounding (as a batch of 32 can differ from one sentence at
+a time); so too with int8 products (their activations are quantised per call) or in Python.
 
 Rows accept different numbers of tokens: every row keeps its own length in both models' caches
 (aiayn.decode.row_decoder): a rejected proposal's keys are not rolled back by copying, the row's
@@ -20,10 +30,9 @@ it fed itself; when all k are accepted, the k-th and the teacher's bonus token a
 it, and its next pass feeds the two at once.
 
 What it costs: a draft step per proposal and a teacher pass over k + 1 positions per check. It
-pays where that pass costs about one teacher step (products bound by reading the weights: a GPU, a
-larger model) and the draft is much cheaper than the teacher and agrees with it often
-(`DraftStats`). The pass runs in Python (the native step takes one position): on a 2-core AVX2 CPU
-a pass over 3 positions of the tiny model costs about 1.8 native steps (BENCHMARKS.md).
+pays where that pass costs about one teacher step (products bound by reading the weights) and the
+draft is much cheaper than the teacher and agrees with it often (`DraftStats`); BENCHMARKS.md
+("Speculative greedy decoding") has the figures on a 2-core AVX2 CPU.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from torch import Tensor
 
 from aiayn.decode.common import Hypothesis, SearchRules
 from aiayn.decode.row_decoder import RowDecoder
+from aiayn.decode.shortlist import Shortlist, read_shortlist
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_model_dir
 from aiayn.model.transformer import Transformer
@@ -75,8 +85,8 @@ class DraftStats:
 class Draft:
     """A draft model for speculative greedy decoding, and its running `stats`."""
 
-    def __init__(self, model: Transformer, name: str = "draft"):
-        self.model, self.name, self.stats = model, name, DraftStats()
+    def __init__(self, model: Transformer, name: str = "draft", shortlist: Shortlist | None = None):
+        self.model, self.name, self.stats, self.shortlist = model, name, DraftStats(), shortlist
 
     @classmethod
     def load(
@@ -87,9 +97,9 @@ class Draft:
         tokenizer,
         int8: bool = False,
     ) -> Draft:
-        """The draft model of `draft_dir` on the teacher's device, prepared as the teacher is (int8,
-        packed weights, the native step); one line when its target vocabulary is not the teacher's
-        (`tokenizer`)."""
+        """The draft model of `draft_dir` on the teacher's device, prepared for inference (int8
+        products on the CPU whatever `int8` says, the native step) with its directory's shortlist
+        if it has one; one line when its target vocabulary is not the teacher's (`tokenizer`)."""
         model, info = load_model_dir(draft_dir, teacher.output_weight.device)
         for name, config in ((teacher_dir, teacher.config), (draft_dir, model.config)):
             if config.attention_window is not None:  # its ring buffer takes one position a step
@@ -100,8 +110,10 @@ class Draft:
         check_same_vocabulary(
             draft_dir, teacher_dir, model, teacher, load_tokenizer(draft_dir, info), tokenizer
         )
-        prepare_for_inference(model, int8)
-        return cls(model, str(draft_dir))
+        # Proposals need not be exact (the teacher checks them): int8 on the CPU, where three
+        # proposals of the student in BENCHMARKS.md cost 0.84 ms against 1.78 ms in float32.
+        prepare_for_inference(model, int8 or model.output_weight.device.type == "cpu")
+        return cls(model, str(draft_dir), read_shortlist(draft_dir, model.config))
 
 
 def check_same_vocabulary(
@@ -150,18 +162,7 @@ class _Live:
 
 def _propose(draft: RowDecoder, live: _Live, k: int, banned: Tensor) -> Tensor:
     """k tokens per row, each the draft's most probable after the ones before -> (rows, k)."""
-    rows, device = live.counts.numel(), live.last.device
-    fed = draft.extend(live.pending[:, : int(live.counts.max())])  # (rows, 1 or 2, vocab)
-    logits = fed[torch.arange(rows, device=device), (live.counts - 1).to(device)]  # (rows, vocab)
-    draft.keep(draft.lengths + live.counts)
-    proposals: list[Tensor] = []
-    for j in range(k):
-        if j:
-            logits = draft.extend(proposals[-1][:, None])[:, 0]  # (rows, vocab)
-            draft.keep(draft.lengths + 1)
-        logits[:, banned] = -math.inf
-        proposals.append(row_max(logits)[1])
-    return torch.stack(proposals, dim=1)
+    return draft.propose(live.pending[:, : int(live.counts.max())], live.counts - 1, k, banned)
 
 
 def _check(teacher: RowDecoder, live: _Live, proposals: Tensor, rules: SearchRules) -> tuple[Tensor, Tensor]:
@@ -192,7 +193,7 @@ def speculative_search(
     n, device = src.size(0), src.device
     big, small = (
         RowDecoder(teacher, src, int(max_lens.max()) + k + 2),
-        RowDecoder(draft.model, src, int(max_lens.max()) + k + 2),
+        RowDecoder(draft.model, src, int(max_lens.max()) + k + 2, draft.shortlist),
     )
     start = torch.full((n,), rules.start_id, dtype=torch.long, device=device)
     live = _Live(

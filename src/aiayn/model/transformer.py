@@ -273,6 +273,13 @@ class Transformer(nn.Module):
         state.step += 1
         return self.logits(h[:, 0])
 
+    def embed_tokens(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        """tokens (batch, q) at `positions` (batch, q) -> embeddings plus positions, then dropout
+        (3.4, 3.5, 5.4) (batch, q, d_model): a row's own positions, as `embed_step` gives them."""
+        table = self.tgt_pos(int(positions.max()) + 1)  # (positions, d_model)
+        x = self.tgt_embed(tokens) + table[positions].to(self.tgt_embed.weight.dtype)
+        return dropout(x, self.config.dropout, self.training)
+
     def decode_tokens(
         self, tokens: Tensor, positions: Tensor, state: DecoderState, self_mask: Tensor
     ) -> Tensor:
@@ -281,7 +288,5 @@ class Transformer(nn.Module):
         which the caches of `state` place; self_mask (batch, 1, q, keys) True where a new position
         may attend (its row's cached prefix and the new positions up to itself). -> logits
         (batch, q, vocab). state.step is left alone: the caller keeps each row's length."""
-        table = self.tgt_pos(int(positions.max()) + 1)  # (positions, d_model)
-        x = self.tgt_embed(tokens) + table[positions].to(self.tgt_embed.weight.dtype)  # (batch, q, d_model)
-        x = dropout(x, self.config.dropout, self.training)
+        x = self.embed_tokens(tokens, positions)  # (batch, q, d_model)
         return self.logits(self.decoder(x, None, state.memory_mask, state=state, self_mask=self_mask))

@@ -200,6 +200,14 @@ ROW_PROBES = (1, 4, 32, 128)  # one row; one sentence's beams; a batch of senten
 _ROW_BOUNDS = (2, 12, 64)  # between the probes, in log scale: a row count takes its nearest probe's kernel
 
 
+# One row (a single sentence's greedy step) takes oneDNN's packed weight, untimed: its products give
+# a row the same bits whatever the number of rows (MKL's do not: one row is a matrix-vector product),
+# so speculative decoding's pass over k + 1 positions computes exactly the single steps' logits
+# (aiayn.decode.speculative). The native step calls it from C++, where it costs what MKL's does: a
+# tiny-model step of one row 1.31 ms packed against 1.35 with MKL's 1-row choices (2-core Zen 3).
+ONE_ROW = "packed"
+
+
 def row_class(rows: int) -> int:
     """Which of ROW_PROBES a product of `rows` rows is timed as (its index)."""
     return bisect.bisect_right(_ROW_BOUNDS, rows)
@@ -215,7 +223,8 @@ class PackedLinear(nn.Module):
     on every call); 256 x 8000 at 32 rows 2.4 ms with MKL and 1.0 ms packed; at 128 rows MKL won
     again. On a first-generation Zen the packed weight won where MKL's small-matrix path is slow
     (4 x 256 x 8000: 2.6 ms against 0.44 ms). So `pack_for_inference` times the two `KERNELS` at
-    each of ROW_PROBES and sets `kernels`, one per probe; a call takes its row class's (`row_class`).
+    each of ROW_PROBES but one row (`ONE_ROW`: packed) and sets `kernels`, one per probe; a call
+    takes its row class's (`row_class`).
     The weight reordered once into oneDNN's blocked layout (`packed`) is kept only where some row
     class uses it; rows above EXACT_ROWS are padded as in `linear`, so the primitives oneDNN caches
     per shape stay few. No gradients.
@@ -267,10 +276,11 @@ def _best_seconds(fn, budget: float = 0.01) -> float:
 
 
 def _kernels(layer: PackedLinear) -> tuple[str, ...]:
-    """The fastest of KERNELS for `layer`'s weight at each of ROW_PROBES rows, timed on this machine."""
-    chosen = []
+    """The fastest of KERNELS for `layer`'s weight at each of ROW_PROBES rows, timed on this machine;
+    one row always takes the packed weight (`ONE_ROW`)."""
+    chosen = [ONE_ROW]
     with torch.inference_mode():
-        for rows in ROW_PROBES:
+        for rows in ROW_PROBES[1:]:
             x = torch.randn(rows, layer.in_features)
             calls = {
                 "mkl": lambda x=x: F.linear(x, layer.weight, layer.bias),

@@ -11,6 +11,11 @@
 // Python step up to float32 summation order. Shapes: rows = sentences x beam hypotheses
 // (sentence-major), d = d_model, h = heads.
 //
+// `extend` runs m new positions per row in one call (speculative decoding's check: each product over
+// rows * m rows reads its weight once; attention one position at a time, each over its own prefix,
+// with the single step's calls where the rows share one length, so that packed products, whose rows'
+// bits do not depend on the row count, give the single steps' logits exactly).
+//
 // Every index a call takes is checked (TORCH_CHECK: a RuntimeError in Python, never a read out of
 // bounds). Which kernel a product takes for a number of rows is Python's decision
 // (aiayn.runtime.linear): a step is given its row class and padded row count.
@@ -169,6 +174,21 @@ struct NativeDecoder : torch::CustomClassHolder {
     return norm(sublayer(x).add_(x), norm_index);
   }
 
+  // Eq. 1 for one query per row over its row's first `seen` cached positions: q (rows * h, 1, d_k)
+  // scaled and contiguous; `hidden` (rows, 1, seen) True at keys a row may not see -> (rows, h * d_v).
+  Tensor attend_cache(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t seen,
+                      const std::optional<Tensor>& hidden) const {
+    const int64_t rows = cache_k.size(0);
+    Tensor k = cache_k.narrow(2, 0, seen).reshape({rows * heads, seen, d_k});  // a view
+    Tensor v = cache_v.narrow(2, 0, seen).reshape({rows * heads, seen, d_v});
+    Tensor weights = at::bmm(q, k.transpose(1, 2));  // (rows * h, 1, seen)
+    if (hidden) {
+      weights.view({rows, heads, seen}).masked_fill_(*hidden, -std::numeric_limits<float>::infinity());
+    }
+    weights = at::_softmax(weights, -1, false);
+    return at::bmm(weights, v).view({rows, heads * d_v});  // heads concatenated (3.2.2)
+  }
+
   // Masked self-attention of one new position over the cache: q, k, v (rows, h, d_k or d_v).
   Tensor self_attention(const Tensor& x, int64_t layer, const Tensor& cache_k, const Tensor& cache_v,
                         int64_t length, const Rows& r) const {
@@ -177,27 +197,73 @@ struct NativeDecoder : torch::CustomClassHolder {
     Tensor q = qkv.narrow(1, 0, qk).mul(1.0 / std::sqrt(double(d_k))).view({rows * heads, 1, d_k});
     cache_k.select(2, length).copy_(qkv.narrow(1, qk, qk).view({rows, heads, d_k}));
     cache_v.select(2, length).copy_(qkv.narrow(1, 2 * qk, heads * d_v).view({rows, heads, d_v}));
-    const int64_t seen = length + 1;
-    Tensor k = cache_k.narrow(2, 0, seen).reshape({rows * heads, seen, d_k});  // a view
-    Tensor v = cache_v.narrow(2, 0, seen).reshape({rows * heads, seen, d_v});
-    Tensor weights = at::bmm(q, k.transpose(1, 2));  // (rows * h, 1, seen)
-    weights = at::_softmax(weights, -1, false);
-    Tensor out = at::bmm(weights, v).view({rows, heads * d_v});  // heads concatenated (3.2.2)
-    return linears[6 * layer + 1](out, false, r);
+    return linears[6 * layer + 1](attend_cache(q, cache_k, cache_v, length + 1, std::nullopt), false, r);
   }
 
   // Encoder-decoder attention: the `beam` rows of a sentence query its keys together.
-  // k_t (n, h, d_k, src), v (n, h, src, d_v), mask (n, 1, 1, src) True at real source tokens.
-  Tensor cross_attention(const Tensor& x, int64_t layer, const Tensor& k_t, const Tensor& v,
-                         const std::optional<Tensor>& mask, const Rows& r) const {
-    const int64_t rows = x.size(0), n = k_t.size(0), beam = rows / n;
-    Tensor q = linears[6 * layer + 2](x, false, r).mul_(1.0 / std::sqrt(double(d_k)));
-    q = q.view({n, beam, heads, d_k}).transpose(1, 2);  // (n, h, beam, d_k)
-    Tensor scores = at::matmul(q, k_t);                  // (n, h, beam, src)
+  // q (rows, h * d_k) scaled and contiguous, k_t (n, h, d_k, src), v (n, h, src, d_v), mask (n, 1, 1,
+  // src) True at real source tokens -> (rows, h * d_v).
+  Tensor attend_source(const Tensor& q, const Tensor& k_t, const Tensor& v,
+                       const std::optional<Tensor>& mask) const {
+    const int64_t rows = q.size(0), n = k_t.size(0), beam = rows / n;
+    Tensor scores = at::matmul(q.view({n, beam, heads, d_k}).transpose(1, 2), k_t);  // (n, h, beam, src)
     if (mask) scores.masked_fill_(mask->logical_not(), -std::numeric_limits<float>::infinity());
     Tensor weights = at::_softmax(scores, -1, false);
-    Tensor out = at::matmul(weights, v).transpose(1, 2).reshape({rows, heads * d_v});
-    return linears[6 * layer + 3](out, false, r);
+    return at::matmul(weights, v).transpose(1, 2).reshape({rows, heads * d_v});
+  }
+
+  Tensor cross_attention(const Tensor& x, int64_t layer, const Tensor& k_t, const Tensor& v,
+                         const std::optional<Tensor>& mask, const Rows& r) const {
+    Tensor q = linears[6 * layer + 2](x, false, r).mul_(1.0 / std::sqrt(double(d_k)));  // (rows, h * d_k)
+    return linears[6 * layer + 3](attend_source(q, k_t, v, mask), false, r);
+  }
+
+  // The self-attention of m new positions per row (x (rows * m, d), position j of row r at
+  // lengths[r] + j), each over exactly its own prefix; their keys and values written to the caches.
+  // With one length for all rows each position makes the single step's calls (the same bits).
+  Tensor self_attention_m(const Tensor& x, int64_t layer, const Tensor& cache_k, const Tensor& cache_v,
+                          const Tensor& lengths, int64_t m, bool same, const Rows& r) const {
+    const int64_t rows = lengths.size(0), qk = heads * d_k, longest = lengths.max().item<int64_t>();
+    Tensor qkv = linears[6 * layer](x, false, r).view({rows, m, -1});  // (rows, m, 2 * h * d_k + h * d_v)
+    Tensor q = qkv.narrow(2, 0, qk).mul(1.0 / std::sqrt(double(d_k)));  // (rows, m, h * d_k)
+    Tensor k_new = qkv.narrow(2, qk, qk).view({rows, m, heads, d_k});
+    Tensor v_new = qkv.narrow(2, 2 * qk, heads * d_v).view({rows, m, heads, d_v});
+    Tensor position = lengths.view({rows, 1}) + at::arange(m, lengths.options());  // (rows, m)
+    if (same) {
+      cache_k.narrow(2, longest, m).copy_(k_new.transpose(1, 2));
+      cache_v.narrow(2, longest, m).copy_(v_new.transpose(1, 2));
+    } else {  // cache[r, :, position[r, j]] = new[r, j]
+      using at::indexing::Slice;
+      Tensor row = at::arange(rows, lengths.options()).view({rows, 1});
+      Tensor(cache_k).index_put_({row, Slice(), position}, k_new);  // the caller's cache, written
+      Tensor(cache_v).index_put_({row, Slice(), position}, v_new);
+    }
+    Tensor out = at::empty({rows, m, heads * d_v}, x.options());
+    for (int64_t j = 0; j < m; ++j) {
+      const int64_t seen = longest + j + 1;
+      std::optional<Tensor> hidden;  // (rows, 1, seen): keys past the row's own prefix
+      if (!same) {
+        Tensor keys = at::arange(seen, lengths.options()).view({1, seen});
+        hidden = (keys > position.narrow(1, j, 1)).view({rows, 1, seen});
+      }
+      Tensor qj = q.select(1, j).contiguous().view({rows * heads, 1, d_k});
+      out.select(1, j).copy_(attend_cache(qj, cache_k, cache_v, seen, hidden));
+    }
+    return linears[6 * layer + 1](out.view({rows * m, heads * d_v}), false, r);
+  }
+
+  // Encoder-decoder attention of m new positions per row, x (rows * m, d): one position at a time,
+  // as the single step makes it.
+  Tensor cross_attention_m(const Tensor& x, int64_t layer, int64_t m, const Tensor& k_t, const Tensor& v,
+                           const std::optional<Tensor>& mask, const Rows& r) const {
+    const int64_t rows = x.size(0) / m;
+    Tensor q = linears[6 * layer + 2](x, false, r).mul_(1.0 / std::sqrt(double(d_k)));  // (rows * m, h * d_k)
+    q = q.view({rows, m, heads * d_k});
+    Tensor out = at::empty({rows, m, heads * d_v}, x.options());
+    for (int64_t j = 0; j < m; ++j) {
+      out.select(1, j).copy_(attend_source(q.select(1, j).contiguous(), k_t, v, mask));
+    }
+    return linears[6 * layer + 3](out.view({rows * m, heads * d_v}), false, r);
   }
 
   Tensor feed_forward(const Tensor& x, int64_t layer, const Rows& r) const {
@@ -205,6 +271,18 @@ struct NativeDecoder : torch::CustomClassHolder {
     if (activation == Activation::kGelu) h = at::gelu(h);
     if (activation == Activation::kSilu) h = at::silu(h);
     return linears[6 * layer + 5](h, false, r);
+  }
+
+  // The decoder's layers (3.1; each layer's attention as given) and output layer over x (rows, d).
+  template <typename S, typename C>
+  Tensor through(Tensor x, int64_t n_layers, const Rows& r, S self_attn, C cross_attn) const {
+    for (int64_t i = 0; i < n_layers; ++i) {
+      x = residual(x, 3 * i, [&](const Tensor& in) { return self_attn(in, i); });
+      x = residual(x, 3 * i + 1, [&](const Tensor& in) { return cross_attn(in, i); });
+      x = residual(x, 3 * i + 2, [&](const Tensor& in) { return feed_forward(in, i, r); });
+    }
+    if (int64_t(norms.size()) > 3 * n_layers) x = norm(x, 3 * n_layers);
+    return linears.back()(x, false, r);
   }
 
   // The caches and the encoder's keys and values of `n_layers` layers for `rows` rows.
@@ -237,6 +315,15 @@ struct NativeDecoder : torch::CustomClassHolder {
                 " does not fit");
   }
 
+  // The input of a call: `features` per row (the model's width), `rows` product rows padded to `padded`.
+  void check_rows(int64_t features, int64_t rows, int64_t row_class, int64_t padded) const {
+    TORCH_CHECK(norms.empty() || features == norms[0].weight.size(0), "x has ", features,
+                " features, the model's norms ", norms.empty() ? 0 : norms[0].weight.size(0));
+    TORCH_CHECK(row_class >= 0 && (row_classes < 0 || row_class < row_classes), "row class ", row_class,
+                " of ", row_classes);
+    TORCH_CHECK(padded >= rows, "rows padded to ", padded, ", fewer than the ", rows, " rows");
+  }
+
   // x (rows, d): the embedded tokens at position `length`; caches (rows, h, capacity, d_k or d_v)
   // per layer, `length` positions filled (this step writes one more); cross_k_t and cross_v per
   // layer, one row per sentence; the rows' class and padded count (for the kernels) -> logits
@@ -247,25 +334,87 @@ struct NativeDecoder : torch::CustomClassHolder {
     const int64_t n_layers = layers();
     check_float(x, 2, "x (rows, d_model)");
     const int64_t rows = x.size(0);
-    TORCH_CHECK(norms.empty() || x.size(1) == norms[0].weight.size(0), "x has ", x.size(1),
-                " features, the model's norms ", norms.empty() ? 0 : norms[0].weight.size(0));
-    TORCH_CHECK(row_class >= 0 && (row_classes < 0 || row_class < row_classes), "row class ", row_class,
-                " of ", row_classes);
-    TORCH_CHECK(padded >= rows, "rows padded to ", padded, ", fewer than the ", rows, " rows");
+    check_rows(x.size(1), rows, row_class, padded);
     check_caches(n_layers, rows, length, cache_k, cache_v, cross_k_t, cross_v, mask);
     const Rows r{row_class, padded};
-    x = x.contiguous();
-    for (int64_t i = 0; i < n_layers; ++i) {
-      x = residual(x, 3 * i, [&](const Tensor& in) {
-        return self_attention(in, i, cache_k[i], cache_v[i], length, r);
-      });
-      x = residual(x, 3 * i + 1, [&](const Tensor& in) {
-        return cross_attention(in, i, cross_k_t[i], cross_v[i], mask, r);
-      });
-      x = residual(x, 3 * i + 2, [&](const Tensor& in) { return feed_forward(in, i, r); });
+    return through(
+        x.contiguous(), n_layers, r,
+        [&](const Tensor& in, int64_t i) { return self_attention(in, i, cache_k[i], cache_v[i], length, r); },
+        [&](const Tensor& in, int64_t i) { return cross_attention(in, i, cross_k_t[i], cross_v[i], mask, r); });
+  }
+
+  // Several new positions per row in one call (speculative decoding's check): x (rows, m, d), the
+  // embedded tokens of row r at positions lengths[r] .. lengths[r] + m - 1; lengths (rows,) int64,
+  // the positions each row's caches hold (this call writes m more; `step`'s other arguments as
+  // there) -> logits (rows, m, vocab). The products run over rows * m rows with the kernel of the
+  // `row_class` given (the single step's for these rows), padded to `padded`.
+  Tensor extend(Tensor x, Tensor lengths, std::vector<Tensor> cache_k, std::vector<Tensor> cache_v,
+                std::vector<Tensor> cross_k_t, std::vector<Tensor> cross_v, std::optional<Tensor> mask,
+                int64_t row_class, int64_t padded) {
+    const int64_t n_layers = layers();
+    check_float(x, 3, "x (rows, new positions, d_model)");
+    const int64_t rows = x.size(0), m = x.size(1);
+    TORCH_CHECK(rows > 0 && m > 0, "extend takes at least one row and one new position, got (", rows, ", ",
+                m, ")");
+    TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == rows && lengths.scalar_type() == at::kLong &&
+                    lengths.device().is_cpu(), "lengths must be (rows,) int64 on the CPU, one per row of x");
+    const int64_t shortest = lengths.min().item<int64_t>(), longest = lengths.max().item<int64_t>();
+    TORCH_CHECK(shortest >= 0, "a row's length must be >= 0, got ", shortest);
+    check_rows(x.size(2), rows * m, row_class, padded);
+    check_caches(n_layers, rows, longest + m - 1, cache_k, cache_v, cross_k_t, cross_v, mask);
+    const Rows r{row_class, padded};
+    const bool same = shortest == longest;
+    Tensor logits = through(
+        x.reshape({rows * m, x.size(2)}).contiguous(), n_layers, r,
+        [&](const Tensor& in, int64_t i) {
+          return self_attention_m(in, i, cache_k[i], cache_v[i], lengths, m, same, r);
+        },
+        [&](const Tensor& in, int64_t i) { return cross_attention_m(in, i, m, cross_k_t[i], cross_v[i], mask, r); });
+    return logits.view({rows, m, logits.size(1)});
+  }
+
+  // A draft's k greedy proposals per row (speculative decoding): x (rows, q, d) its unread tokens
+  // embedded, row r's newest at newest[r] (rows,) int64; then k - 1 single positions, each the token
+  // just chosen, embedded as embed[token] * scale + table[position] (embed (vocab, d), table
+  // (positions, d)). `banned` (ids,) int64 columns are never chosen; `ids` (columns,) int64 the target
+  // id of each output column (a shortlist's), if not their own; `extend`'s other arguments as there,
+  // `padded` for the first call and `padded_one` for the rest -> (rows, k) int64.
+  Tensor propose(Tensor x, Tensor lengths, Tensor newest, int64_t k, Tensor embed, double scale, Tensor table,
+                 Tensor banned, std::optional<Tensor> ids, std::vector<Tensor> cache_k, std::vector<Tensor> cache_v,
+                 std::vector<Tensor> cross_k_t, std::vector<Tensor> cross_v, std::optional<Tensor> mask,
+                 int64_t row_class, int64_t padded, int64_t padded_one) {
+    check_float(embed, 2, "embed (vocab, d_model)");
+    check_float(table, 2, "table (positions, d_model)");
+    const int64_t rows = x.dim() == 3 ? x.size(0) : 0, q = x.dim() == 3 ? x.size(1) : 0;
+    TORCH_CHECK(newest.dim() == 1 && newest.size(0) == rows && newest.scalar_type() == at::kLong &&
+                    (rows == 0 || (newest.min().item<int64_t>() >= 0 && newest.max().item<int64_t>() < q)),
+                "newest must be (rows,) int64 indices into x's ", q, " positions");
+    TORCH_CHECK(banned.dim() == 1 && banned.scalar_type() == at::kLong &&
+                    (banned.numel() == 0 || banned.min().item<int64_t>() >= 0),
+                "banned must be 1-d int64 ids");
+    TORCH_CHECK(k >= 1 && !cache_k.empty() && lengths.dim() == 1 && lengths.size(0) == rows &&
+                    (lengths + newest + k).max().item<int64_t>() <= std::min(table.size(0), cache_k[0].size(2)),
+                "k = ", k, " proposals do not fit the caches or the position table");
+    Tensor logits = extend(x, lengths, cache_k, cache_v, cross_k_t, cross_v, mask, row_class, padded);
+    Tensor held = lengths + newest + 1;  // (rows,) positions each row holds once it read its tokens
+    Tensor next = logits.index({at::arange(rows, lengths.options()), newest});  // (rows, vocab)
+    TORCH_CHECK(banned.numel() == 0 || banned.max().item<int64_t>() < next.size(1), "a banned id is past the ",
+                next.size(1), " outputs");  // what is written lies past the rows' lengths: harmless
+    TORCH_CHECK(!ids || (ids->dim() == 1 && ids->scalar_type() == at::kLong && ids->size(0) == next.size(1) &&
+                         ids->min().item<int64_t>() >= 0 && ids->max().item<int64_t>() < embed.size(0)),
+                "ids must be (", next.size(1), ",) int64 target ids");
+    Tensor out = at::empty({rows, k}, lengths.options());
+    for (int64_t j = 0; j < k; ++j) {
+      if (j > 0) {
+        Tensor token = ids ? ids->index_select(0, out.select(1, j - 1)) : out.select(1, j - 1);
+        Tensor xj = embed.index_select(0, token).mul_(scale).add_(table.index_select(0, held)).unsqueeze(1);
+        next = extend(xj, held, cache_k, cache_v, cross_k_t, cross_v, mask, row_class, padded_one).select(1, 0);
+        held = held + 1;
+      }
+      if (banned.numel() > 0) next.index_fill_(1, banned, -std::numeric_limits<float>::infinity());
+      out.select(1, j).copy_(next.argmax(1));
     }
-    if (int64_t(norms.size()) > 3 * n_layers) x = norm(x, 3 * n_layers);
-    return linears.back()(x, false, r);
+    return out;
   }
 };
 
@@ -275,5 +424,7 @@ TORCH_LIBRARY(aiayn, m) {
       .def("add_float", &NativeDecoder::add_float)
       .def("add_int8", &NativeDecoder::add_int8)
       .def("add_norm", &NativeDecoder::add_norm)
-      .def("step", &NativeDecoder::step);
+      .def("step", &NativeDecoder::step)
+      .def("extend", &NativeDecoder::extend)
+      .def("propose", &NativeDecoder::propose);
 }

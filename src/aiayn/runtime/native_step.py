@@ -13,6 +13,9 @@ one thread, a 2-core AMD EPYC VM with AVX2) a compiled step cost 12.09 ms, the P
 this one 9.32, after 371 s of compiling for the shapes a search meets (dynamo cannot trace the
 oneDNN-packed weights, so the compiled model had plain ones).
 
+`NativeDecoder.extend` (`decode_positions`) feeds several new positions per row in one call:
+speculative decoding's check (aiayn.decode.row_decoder, aiayn.decode.speculative).
+
 `attach_native_decoder(model)` gives a float32 (or int8) CPU Transformer a native decoder, kept
 here (the model knows nothing of it); `decode_step(model, tokens, state)`, which the search's
 stepper calls, runs it when decoding without gradients, in eval mode, and `model.decode_step`
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -43,9 +47,11 @@ from aiayn.runtime.quantize import Int8Linear
 __all__ = [
     "NativeDecoder",
     "attach_native_decoder",
+    "decode_positions",
     "decode_step",
     "native_decoder",
     "native_status",
+    "propose_tokens",
     "restricted_native",
 ]
 FALLBACK = "decoding steps run in Python"
@@ -109,6 +115,45 @@ class NativeDecoder:
             cache.length = length + 1
         return logits
 
+    def extend(self, x: Tensor, lengths: Tensor, state: DecoderState) -> Tensor:
+        """x (rows, m, d_model): the embedded tokens of row r at positions lengths[r] ..
+        lengths[r] + m - 1, lengths (rows,) int64 on the CPU the positions its caches hold ->
+        logits (rows, m, vocab); writes the m positions' keys and values into `state.self_kv` and
+        leaves the lengths to the caller (aiayn.decode.row_decoder). The products take the kernel
+        a single step of these rows takes: oneDNN's packed weight gives a row the same bits
+        whatever the number of rows, so where the rows share one length the logits are the single
+        steps' (tests/runtime/test_native_extend.py)."""
+        rows, m = x.shape[:2]
+        return self._decoder.extend(x, lengths, *_caches(state), row_class(rows), padded_rows(rows * m))
+
+    def propose(
+        self, x: Tensor, lengths: Tensor, newest: Tensor, k: int, model: Transformer, banned: Tensor,
+        state: DecoderState, ids: Tensor | None = None,
+    ) -> Tensor:  # fmt: skip
+        """A draft's greedy proposals: `extend` over x (rows, q, d_model), then k - 1 single
+        positions, each the token just chosen (row r's first choice follows its token newest[r]
+        (rows,) of x; `banned` (ids,) never chosen; `ids` (columns,) the target id of each output
+        column where the output layer is a shortlist's) -> (rows, k) int64 columns. Each row's caches then
+        hold lengths + newest + k positions, the last proposal not yet read."""
+        rows, m = x.shape[:2]
+        embed, table = model.tgt_embed, model.tgt_pos(int(lengths.max()) + m + k)  # (positions, d_model)
+        return self._decoder.propose(
+            x, lengths, newest, k, embed.weight.detach(), embed.scale, table, banned, ids, *_caches(state),
+            row_class(rows), padded_rows(rows * m), padded_rows(rows),
+        )  # fmt: skip
+
+
+def _caches(state: DecoderState) -> tuple:
+    """The caches' keys and values, the encoder's and the source mask, as the native calls take them."""
+    caches = state.self_kv
+    return (
+        [c.k for c in caches],
+        [c.v for c in caches],
+        [k for k, _ in state.cross_kv],
+        [v for _, v in state.cross_kv],
+        state.memory_mask,
+    )
+
 
 def native_decoder(model: nn.Module) -> NativeDecoder | None:
     """The native decoder attached to `model`, while it still computes the model's own layers."""
@@ -133,6 +178,47 @@ def decode_step(model: Transformer, tokens: Tensor, state: DecoderState) -> Tens
         return logits
     state.step += 1
     return logits
+
+
+def decode_positions(
+    model: Transformer, tokens: Tensor, lengths: Tensor, state: DecoderState, python: Callable[[], Tensor]
+) -> Tensor:
+    """tokens (rows, m) of row r at positions lengths[r] .. lengths[r] + m - 1 (lengths (rows,) on
+    the CPU) -> logits (rows, m, vocab), the m positions' keys and values written into the caches:
+    one native call (`NativeDecoder.extend`) where a native decoder is attached and valid, without
+    gradients, in eval mode, and `python()` otherwise (aiayn.decode.row_decoder). A native call that
+    fails where Python does not leaves the model decoding in Python (a RuntimeWarning says why)."""
+    native = _attached.get(model)
+    if native is None or model.training or torch.is_grad_enabled() or not native.valid_for(model):
+        return python()
+    positions = lengths[:, None].to(tokens.device) + torch.arange(tokens.size(1), device=tokens.device)
+    try:
+        return native.extend(model.embed_tokens(tokens, positions), lengths, state)  # checks before writing
+    except RuntimeError as e:
+        logits = python()  # raises too where the input is at fault
+        _attached.pop(model, None)
+        warnings.warn(f"the native step failed ({_first_line(e)}): {FALLBACK}", RuntimeWarning, stacklevel=2)
+        return logits
+
+
+def propose_tokens(
+    model: Transformer, tokens: Tensor, lengths: Tensor, newest: Tensor, k: int, banned: Tensor,
+    state: DecoderState,
+) -> Tensor | None:  # fmt: skip
+    """A draft's k greedy proposals per row in one native call (`NativeDecoder.propose`): tokens
+    (rows, q) of row r at lengths[r] .. (lengths (rows,) on the CPU), its newest at newest[r] ->
+    (rows, k); None where the model decodes in Python (the caller then proposes step by step). A
+    native call that fails says why (a RuntimeWarning) and leaves the model decoding in Python."""
+    native = _attached.get(model)
+    if native is None or model.training or torch.is_grad_enabled() or not native.valid_for(model):
+        return None
+    positions = lengths[:, None] + torch.arange(tokens.size(1))  # (rows, q)
+    try:
+        return native.propose(model.embed_tokens(tokens, positions), lengths, newest, k, model, banned, state)
+    except RuntimeError as e:
+        _attached.pop(model, None)
+        warnings.warn(f"the native step failed ({_first_line(e)}): {FALLBACK}", RuntimeWarning, stacklevel=2)
+        return None
 
 
 def _first_line(e: BaseException) -> str:
