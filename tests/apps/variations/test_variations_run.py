@@ -88,6 +88,10 @@ def test_a_finished_row_with_other_settings_is_an_error_not_a_silent_reuse(tmp_p
     other = reference_config("tiny", ["dropout=0.3"])
     with pytest.raises(AiaynError, match="trained with other settings"):
         finished(tmp_path, other, Budget(steps=5))
+    unused = reference_config("tiny", ["draft_tokens=7"])  # a setting no row's figures depend on
+    assert finished(tmp_path, unused, Budget(steps=5)) is not None
+    with pytest.raises(AiaynError, match="trained with other settings"):
+        finished(tmp_path, reference_config("tiny", ["beam_size=2"]), Budget(steps=5))
 
 
 def test_rows_begun_on_another_data_directory_are_an_error(toy_data, tmp_path, capsys):

@@ -80,9 +80,15 @@ def reference_config(preset: str = "tiny", overrides: list[str] | tuple[str, ...
     return RunConfig(model=model, train=train, decode=decode)
 
 
+UNUSED_DECODE_FIELDS = ("draft_tokens",)  # no row decodes with a draft
+
+
 def _without_budget(config: RunConfig) -> dict[str, Any]:
+    """The settings a row's figures depend on: not its budget, nor decoding settings a row never
+    uses (a speculative draft's), so a new default of those does not orphan finished rows."""
     data = config.to_dict()
     data["train"] = {k: v for k, v in data["train"].items() if k not in BUDGET_FIELDS}
+    data["decode"] = {k: v for k, v in data["decode"].items() if k not in UNUSED_DECODE_FIELDS}
     return data
 
 
