@@ -95,4 +95,5 @@ def test_bad_input_is_a_one_line_error_and_the_caches_stay():
     ):
         with pytest.raises(RuntimeError, match=message):
             native.extend(x_, lengths, state)
-    assert all(torch.equal(c.k, b) for c, b in zip(state.self_kv, before, strict=True))
+    bits = lambda t: t.view(torch.int32)  # noqa: E731 (bitwise: the caches may hold uninitialised NaNs)
+    assert all(torch.equal(bits(c.k), bits(b)) for c, b in zip(state.self_kv, before, strict=True))
