@@ -106,11 +106,16 @@ def check_same_function(hf: MarianMTModel, model: Transformer, src: torch.Tensor
     return float((ours - theirs).abs().max())
 
 
-def convert_for_ctranslate2(hf: MarianMTModel, directory: Path) -> Path | None:
-    """Save `hf` and convert it for CTranslate2 under `directory`; None if CTranslate2 is not installed."""
+def convert_for_ctranslate2(hf: MarianMTModel, directory: Path, device: str = "cpu") -> Path | None:
+    """Save `hf` and convert it for CTranslate2 under `directory`; None if CTranslate2 is not
+    installed, or `device` is a GPU its build cannot use (its wheels are built against CUDA 12)."""
     try:
+        import ctranslate2
         from ctranslate2.converters import transformers as ct2_transformers
     except ImportError:
+        return None
+    if device.startswith("cuda") and ctranslate2.get_cuda_device_count() == 0:
+        print(f"CTranslate2 {ctranslate2.__version__} sees no CUDA device (its build's CUDA): skipped")
         return None
     vocab = hf.config.vocab_size
 
@@ -126,6 +131,13 @@ def convert_for_ctranslate2(hf: MarianMTModel, directory: Path) -> Path | None:
 
     hf.save_pretrained(directory / "hf")
     Converter(str(directory / "hf")).convert(str(directory / "ct2"), force=True)
+    if device.startswith("cuda"):  # its cuBLAS is loaded at the first product: try one
+        try:
+            translator = ctranslate2.Translator(str(directory / "ct2"), device="cuda")
+            translator.translate_batch([["t5"]], max_decoding_length=2)
+        except RuntimeError as e:
+            print(f"CTranslate2 {ctranslate2.__version__} cannot run on this GPU ({e}): skipped")
+            return None
     return directory / "ct2"
 
 
@@ -323,7 +335,7 @@ def run(args: argparse.Namespace) -> tuple[list[dict], dict]:
     int8 = args.int8 and args.device == "cpu"
     systems = ["aiayn", "HF generate"] + ["aiayn int8"] * int8
     with tempfile.TemporaryDirectory() as tmp:
-        ct2_dir = convert_for_ctranslate2(hf, Path(tmp))
+        ct2_dir = convert_for_ctranslate2(hf, Path(tmp), args.device)
         if ct2_dir is not None:
             systems += ["CTranslate2"] + ["CTranslate2 int8"] * int8
         if args.onnx:
@@ -344,7 +356,7 @@ def run(args: argparse.Namespace) -> tuple[list[dict], dict]:
             report(name, system, seconds[system], tokens)
         search_rows, results[name] = compare(size, name, seconds, outputs, tokens)
         rows += search_rows
-    if ct2_dir is None:
+    if ct2_dir is None and args.device == "cpu":
         print("CTranslate2 is not installed (pip install ctranslate2): skipped")
     return rows, results
 

@@ -14,7 +14,14 @@ cross-attention keys/values over source tokens, plus 2 x 2 x length x d_model pe
 for the attention scores and their weighted sum (half of it under the causal mask), divided by the
 GPU's dense bf16 peak (`PEAK_TFLOPS`, or `--peak-tflops`).
 
-    python benchmarks/gpu_train.py [--preset base] [--batch 128] [--len 64] [--compile] [--json F]
+The default batch is the paper's size (5.1: ~25,000 target tokens): 392 sentences of 64 tokens.
+Compiled (`--compile`), each system's model and its loss are compiled as its trainer would run them
+(aiayn's `compile: true`: the model, and the loss as fused plain operations, `aiayn.train.loss`).
+`--profile N` then profiles N steps of each aiayn variant and prints where the GPU's time goes by
+kind of kernel (matrix products, attention, the loss, other fused and elementwise kernels, the
+optimizer, copies) and the share of the step the GPU sits idle (waiting on the CPU's launches).
+
+    python benchmarks/gpu_train.py [--preset base] [--batch 392] [--len 64] [--compile] [--profile 5]
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ PEAK_TFLOPS = {"H100 PCIe": 756.0, "H100 NVL": 835.0, "H100": 989.4, "H200": 989
 
 
 def build_aiayn(p: dict):
-    """aiayn's Transformer and its trainer's loss (label_smoothed_nll over the whole batch)."""
+    """aiayn's Transformer, its forward pass and its trainer's loss (label_smoothed_nll, a sum)."""
     from aiayn.config import ModelConfig
     from aiayn.model.transformer import Transformer
     from aiayn.train.loss import label_smoothed_nll
@@ -44,27 +51,22 @@ def build_aiayn(p: dict):
         vocab_size=p["vocab"], d_model=p["d_model"], n_layers=p["n_layers"], n_heads=p["n_heads"],
         d_ff=p["d_ff"], dropout=DROPOUT,
     )  # fmt: skip
-    model = Transformer(config)
 
-    def loss_fn(forward, src, tgt_in, tgt_out):
-        with torch.autocast(src.device.type, dtype=torch.bfloat16):
-            logits = forward(src, tgt_in)
+    def criterion(logits, tgt_out):
         loss, _ = label_smoothed_nll(logits, tgt_out, SMOOTHING, PAD, overwrite_logits=True)
         return loss / tgt_out.ne(PAD).sum()
 
-    return model, loss_fn
+    return Transformer(config), (lambda forward, src, tgt_in: forward(src, tgt_in)), criterion
 
 
 def build_marian(p: dict):
-    """HF Marian (SDPA attention) under the same autocast; PyTorch's fused smoothed cross entropy."""
+    """HF Marian (SDPA attention); PyTorch's fused smoothed cross entropy on float32 logits."""
     model, _ = build_hf(p)
 
-    def loss_fn(forward, src, tgt_in, tgt_out):
-        with torch.autocast(src.device.type, dtype=torch.bfloat16):
-            logits = forward(input_ids=src, decoder_input_ids=tgt_in, use_cache=False).logits
-        return smoothed_cross_entropy(logits.float(), tgt_out)
+    def head(forward, src, tgt_in):
+        return forward(input_ids=src, decoder_input_ids=tgt_in, use_cache=False).logits
 
-    return model, loss_fn
+    return model, head, (lambda logits, tgt_out: smoothed_cross_entropy(logits.float(), tgt_out))
 
 
 BUILDERS = {"aiayn": build_aiayn, "HF Marian (sdpa)": build_marian}
@@ -92,35 +94,104 @@ def batches(vocab: int, n: int, batch: int, length: int, device: str, seed: int)
     return [tuple(t.to(device) for t in b) for b in made]
 
 
-def measure(name: str, args, data: list[tuple], compiled: bool) -> dict:
-    """Seconds per step (the mean over --steps) and peak GPU memory of one model."""
+def build(name: str, args, compiled: bool):
+    """(model, step function, optimizer) of one system; compiled: its model and loss compiled."""
     torch.manual_seed(args.seed)
-    model, loss_fn = BUILDERS[name](PRESETS[args.preset])
+    model, head, criterion = BUILDERS[name](PRESETS[args.preset])
     model = model.to(args.device).train()
     forward = torch.compile(model) if compiled else model
+    criterion = torch.compile(criterion) if compiled else criterion
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
-    cuda = args.device.startswith("cuda")
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
 
-    def step(i: int) -> None:
+    def step(src, tgt_in, tgt_out) -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss_fn(forward, *data[i % len(data)]).backward()
+        with torch.autocast(src.device.type, dtype=torch.bfloat16):
+            logits = head(forward, src, tgt_in)
+        criterion(logits, tgt_out).backward()  # the loss in float32, outside autocast
         optimizer.step()
 
+    return model, step
+
+
+def measure(name: str, args, data: list[tuple], compiled: bool, profile_to: list | None) -> dict:
+    """Seconds per step (the mean over --steps) and peak GPU memory of one model; with
+    `profile_to`, the per-kind table of --profile more steps is appended to it."""
+    model, step = build(name, args, compiled)
+    cuda = args.device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
     for i in range(args.warmup):
-        step(i)
+        step(*data[i % len(data)])
     sync()
     warm = time.perf_counter() - started
     start = time.perf_counter()
     for i in range(args.steps):
-        step(i)
+        step(*data[i % len(data)])
     sync()
     seconds = (time.perf_counter() - start) / args.steps
     peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
+    if profile_to is not None:
+        profile_to.append(profile_steps(step, data, args.profile, cuda))
     return dict(step_s=seconds, warmup_s=warm, peak_gib=peak)
+
+
+# Kinds of kernel by a fragment of their lower-cased names, first match wins: cuBLAS's products
+# (nvjet, gemm, cutlass, xmma; aten::mm on the CPU), the fused attention kernels, the loss
+# (Inductor's fused kernels name the operations they hold: log_softmax; eager softmax, gather,
+# scatter), the optimizer, dtype casts and layout copies (direct_copy: autocast's casts,
+# transposes made contiguous; cat), host copies.
+KINDS = [
+    ("matrix products", ("nvjet", "gemm", "cutlass", "xmma", "sm90_", "::mm", "addmm", "bmm")),
+    ("attention", ("flash", "fmha", "attention", "efficient")),
+    ("loss", ("log_softmax", "softmax", "nll", "cross_entropy", "gather", "scatter")),
+    ("optimizer", ("adam", "multi_tensor", "foreach")),
+    ("casts and layout copies", ("direct_copy", "catarray", "copy_kernel")),
+    ("host copies, memset", ("memcpy", "memset")),
+    ("other fused (Inductor)", ("triton",)),
+    ("other elementwise", ("",)),
+]
+TOP = 8  # the most expensive kernels, by name
+
+
+def profile_steps(step, data: list[tuple], n: int, cuda: bool) -> dict:
+    """Device time per step by kind of kernel (CPU op time without a GPU), the most expensive
+    kernels by name, and the step's wall time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activity = ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync()
+    with profile(activities=[activity]) as prof:
+        start = time.perf_counter()
+        for i in range(n):
+            step(*data[i % len(data)])
+        sync()
+        wall = (time.perf_counter() - start) / n
+    kinds, names = dict.fromkeys([k for k, _ in KINDS], 0.0), {}
+    for e in prof.key_averages():
+        if cuda != (e.device_type == torch.autograd.DeviceType.CUDA):
+            continue
+        sec = (e.self_device_time_total if cuda else e.self_cpu_time_total) / 1e6 / n
+        kind = next(k for k, frags in KINDS if any(f in e.key.lower() for f in frags))
+        kinds[kind] += sec
+        names[e.key] = names.get(e.key, 0.0) + sec
+    top = sorted(names.items(), key=lambda kv: -kv[1])[:TOP]
+    return dict(wall_s=wall, kinds=kinds, top=top)
+
+
+def print_profile(label: str, table: dict) -> None:
+    busy = sum(table["kinds"].values())
+    wall = table["wall_s"]
+    print(f"  {label}: {1000 * wall:.1f} ms a step (profiled), GPU busy {1000 * busy:.1f} ms")
+    for kind, sec in sorted(table["kinds"].items(), key=lambda kv: -kv[1]):
+        print(f"    {kind:<28}{1000 * sec:>8.2f} ms {100 * sec / wall:>6.1f}%")
+    idle = max(wall - busy, 0.0)
+    print(f"    {'idle (waiting on the CPU)':<28}{1000 * idle:>8.2f} ms {100 * idle / wall:>6.1f}%")
+    print("    the most expensive kernels:")
+    for name, sec in table["top"]:
+        print(f"    {1000 * sec:>8.2f} ms  {name[:90]}")
 
 
 def peak_tflops(args) -> float | None:
@@ -133,11 +204,13 @@ def peak_tflops(args) -> float | None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", choices=PRESETS, default="base")
-    p.add_argument("--batch", type=int, default=128, help="sentences per step")
+    p.add_argument("--batch", type=int, default=392, help="sentences per step (392 x 64: ~25k tokens)")
     p.add_argument("--len", type=int, default=64, help="source and target tokens per sentence")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--compile", action="store_true", help="also time each model under torch.compile")
+    p.add_argument("--profile", type=int, default=0, help="profile this many steps of each aiayn variant")
+    p.add_argument("--systems", default=",".join(BUILDERS), help="which systems, comma-separated")
     p.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak (else from its name)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--device", default="cuda", help="cuda (cpu only to try the script)")
@@ -156,25 +229,31 @@ def main() -> int:
     print(f"{device}, torch {torch.__version__}, {args.preset}, bf16 autocast")
     print(f"{args.batch} x {args.len} target tokens/step, {flops / 1e12:.2f} TFLOP/step, peak {peak} TFLOP/s")
     print(f"{'model':<28}{'tok/s':>10}{'ms/step':>10}{'MFU':>8}{'peak GiB':>10}{'warm-up s':>11}")
-    rows = []
+    rows, profiles = [], {}
+    systems = [n for n in BUILDERS if n in args.systems.split(",")]
     for compiled in (False, True) if args.compile else (False,):
-        for name in BUILDERS:
-            r = measure(name, args, data, compiled)
+        for name in systems:
+            label = name + (" compiled" if compiled else "")
+            tables = [] if args.profile and name == "aiayn" else None
+            r = measure(name, args, data, compiled, tables)
             gc.collect()  # the model and its optimizer state, before the next one is built
             if args.device.startswith("cuda"):
                 torch.cuda.empty_cache()
-            label = name + (" compiled" if compiled else "")
             mfu = flops / r["step_s"] / (peak * 1e12) if peak else float("nan")
             r.update(model=label, tok_s=tokens / r["step_s"], mfu=mfu)
             rows.append(r)
+            if tables:
+                profiles[label] = tables[0]
             print(
                 f"{label:<28}{r['tok_s']:>10.0f}{1000 * r['step_s']:>10.1f}{100 * mfu:>7.1f}%"
                 f"{r['peak_gib']:>10.1f}{r['warmup_s']:>11.1f}",
                 flush=True,
             )
+    for label, table in profiles.items():
+        print_profile(label, table)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": device, "args": vars(args), "rows": rows}, f, indent=1)
+            json.dump({"device": device, "args": vars(args), "rows": rows, "profiles": profiles}, f, indent=1)
     return 0
 
 

@@ -31,7 +31,9 @@ def toy_data(toy_model_dir, tmp_path_factory):
 
 
 def test_the_targets_are_the_teacher_s_translations(toy_model_dir, toy_data, tmp_path):
-    out = distill_data([toy_model_dir], toy_data, tmp_path / "out", SEARCH, chunk=16, progress=False)
+    out = distill_data(
+        [toy_model_dir], toy_data, tmp_path / "out", SEARCH, chunk=16, device="cpu", progress=False
+    )
     original, distilled = DataDir(toy_data), DataDir(out)
     assert (
         out == tmp_path / "out" / "data"
@@ -73,7 +75,9 @@ def test_an_interrupted_run_goes_on_from_its_last_chunk(toy_model_dir, toy_data,
         "chunk-00001.npz",
     ]
     calls.clear()
-    out = distill_data([toy_model_dir], toy_data, tmp_path / "out", SEARCH, chunk=16, progress=False)
+    out = distill_data(
+        [toy_model_dir], toy_data, tmp_path / "out", SEARCH, chunk=16, device="cpu", progress=False
+    )
     assert calls == [16, 12]  # chunks 2 and 3 only (60 sources)
     monkeypatch.undo()
     whole = distill_data([toy_model_dir], toy_data, tmp_path / "whole", SEARCH, chunk=16, progress=False)

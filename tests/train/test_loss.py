@@ -102,3 +102,37 @@ def test_overwriting_the_logits_gives_the_same_loss_and_gradients():
     for a, b in zip(grads0, grads1, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     assert written1 and not written0
+
+
+def test_the_plain_form_matches_float64_in_value_and_gradient():
+    """`smoothed_nll_terms`, what torch.compile traces, against the explicit smoothed distribution."""
+    from aiayn.train.loss import smoothed_nll_terms
+
+    logits = torch.randn(21, 40, dtype=torch.float64) * 3
+    target = torch.randint(1, 40, (21,))
+    target[[2, 9, 20]] = PAD
+    got, ref = logits.clone().requires_grad_(True), logits.clone().requires_grad_(True)
+    loss, nll = smoothed_nll_terms(got, target, 0.1, PAD)
+    ref_loss, ref_nll = reference(ref, target, 0.1)
+    torch.testing.assert_close((loss, nll), (ref_loss, ref_nll), rtol=1e-12, atol=1e-12)
+    (loss + 2 * nll).backward()
+    (ref_loss + 2 * ref_nll).backward()
+    torch.testing.assert_close(got.grad, ref.grad, rtol=1e-12, atol=1e-12)
+    assert torch.all(got.grad[[2, 9, 20]] == 0)
+
+
+@pytest.mark.slow
+def test_compiled_it_is_the_plain_form():
+    """Under torch.compile (the trainer's `compile: true`) the loss is traced as plain operations:
+    the same value and gradient as the eager Function, with no graph break."""
+    logits = torch.randn(3, 7, 50) * 3
+    target = torch.randint(1, 50, (3, 7))
+    target[1, 4:] = PAD
+    compiled = torch.compile(label_smoothed_nll, fullgraph=True)
+    got, want = logits.clone().requires_grad_(True), logits.clone().requires_grad_(True)
+    loss, nll = compiled(got, target, 0.1, PAD)
+    ref_loss, ref_nll = label_smoothed_nll(want, target, 0.1, PAD)
+    torch.testing.assert_close((loss, nll), (ref_loss, ref_nll), rtol=1e-5, atol=1e-4)
+    (loss + nll).backward()
+    (ref_loss + ref_nll).backward()
+    torch.testing.assert_close(got.grad, want.grad, rtol=1e-5, atol=1e-6)

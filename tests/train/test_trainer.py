@@ -67,7 +67,7 @@ def test_accumulated_update_equals_one_big_batch(data_dir, tmp_path):
 
     config = tiny_config(accumulation=2, max_steps=1)
     config = config.replace(model=config.model.replace(dropout=0.0))
-    result = train(data_dir, tmp_path / "run", config, progress=False)
+    result = train(data_dir, tmp_path / "run", config, progress=False, device="cpu")  # as the reference
 
     cfg = result_config = config.replace(model=config.model.replace(vocab_size=_vocab(data_dir)))
     torch.manual_seed(cfg.train.seed)

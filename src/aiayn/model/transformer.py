@@ -191,10 +191,12 @@ class Transformer(nn.Module):
         """(batch, 1, 1, src_len) True at real tokens; None when nothing is padded.
 
         A row that is all padding keeps its first position visible, so attention never divides
-        by zero (its outputs are meaningless but finite).
+        by zero (its outputs are meaningless but finite). Off the CPU and under torch.compile the
+        mask is always returned: asking whether anything is padded would wait for the GPU (a host
+        sync) or split the compiled graph, and an all-True mask changes nothing.
         """
         real = src.ne(self.config.pad_id)  # (batch, src_len)
-        if bool(real.all()):
+        if src.device.type == "cpu" and not torch.compiler.is_compiling() and bool(real.all()):
             return None
         real[:, 0] |= ~real.any(dim=1)
         return real[:, None, None, :]

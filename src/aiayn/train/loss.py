@@ -14,6 +14,10 @@ autograd differentiate the formula term by term. The gradient is written over th
 log-probabilities (a fresh (tokens, V) tensor is tens of megabytes whose pages the CPU must fault
 in again every step), so the backward pass runs once: `retain_graph` cannot replay it. Padding
 positions (`ignore_index`) contribute nothing.
+
+Under `torch.compile` the same loss is written as plain tensor operations (`smoothed_nll_terms`),
+which the compiler fuses: on a GPU one pass reads the bf16 logits in the forward pass and one
+writes their gradient, where the Function above makes a float32 copy and passes over it five times.
 """
 
 from __future__ import annotations
@@ -60,6 +64,21 @@ class _SmoothedNLL(torch.autograd.Function):
         return grad, None, None, None, None
 
 
+def smoothed_nll_terms(
+    logits: Tensor, target: Tensor, epsilon: float, ignore_index: int
+) -> tuple[Tensor, Tensor]:
+    """The loss of `_SmoothedNLL` in plain operations, differentiated by autograd: logits
+    (tokens, V), target (tokens,) -> (smoothed loss sum, nll sum). What `torch.compile` fuses."""
+    real = target != ignore_index  # (tokens,)
+    wide = torch.promote_types(logits.dtype, torch.float32)  # bf16 and fp16 logits summed in fp32
+    log_probs = torch.log_softmax(logits.to(wide), dim=-1)  # (tokens, V)
+    nll = -log_probs.gather(-1, target.masked_fill(~real, 0)[:, None]).squeeze(-1)  # (tokens,)
+    uniform = -log_probs.sum(dim=-1)  # (tokens,) sum_v -log p(v)
+    loss = (1.0 - epsilon) * nll + (epsilon / logits.size(-1)) * uniform
+    zero = torch.zeros_like(nll)
+    return torch.where(real, loss, zero).sum(), torch.where(real, nll, zero).sum()
+
+
 def label_smoothed_nll(
     logits: Tensor, target: Tensor, epsilon: float, ignore_index: int, overwrite_logits: bool = False
 ) -> tuple[Tensor, Tensor]:
@@ -69,8 +88,12 @@ def label_smoothed_nll(
     (across gradient accumulation and ranks), so every token weighs the same.
     `overwrite_logits`: the log-probabilities are written over the logits, which the caller must
     not read again and no other backward may need (the model's output layer does not keep them):
-    the trainers' case, a third faster on the CPU than filling a fresh tensor.
+    the trainers' case, a third faster on the CPU than filling a fresh tensor. Traced by
+    `torch.compile`, it is `smoothed_nll_terms`, which the compiler fuses.
     """
+    if torch.compiler.is_compiling():
+        flat = logits.reshape(-1, logits.size(-1))  # (tokens, V)
+        return smoothed_nll_terms(flat, target.reshape(-1), epsilon, ignore_index)
     logits = logits.reshape(-1, logits.size(-1)).float()  # (tokens, V)
     return _SmoothedNLL.apply(logits, target.reshape(-1), epsilon, ignore_index, overwrite_logits)
 

@@ -72,6 +72,8 @@ class Trainer(TrainingLoop):
         eligible = env.device.type == "cpu" and self.precision.name == "fp32" and not self.t.compile
         self.kernels = kernels.KernelChoice(self.t.cpu_matmul, eligible, self._restored_matmul, env)
         self.forward_model = torch.compile(self.model) if self.t.compile else self.model
+        # compiled, the loss is fused plain operations (aiayn.train.loss): a second graph
+        self.criterion = torch.compile(label_smoothed_nll) if self.t.compile else label_smoothed_nll
         self.engine = self._wrap_ddp(self.forward_model)
         self.train_data = TokenDataset(data_dir, "train")
         sampler = TokenBatchSampler(
@@ -149,7 +151,7 @@ class Trainer(TrainingLoop):
             with sync:
                 with self.precision.autocast():
                     logits = self.engine(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)
-                loss, nll = label_smoothed_nll(
+                loss, nll = self.criterion(
                     logits, batch.tgt_out, self.t.label_smoothing, cfg.pad_id, overwrite_logits=True
                 )
                 scaled = loss * scale
