@@ -2,9 +2,10 @@
 
 It is built on first use with the system's C++ compiler against the installed PyTorch (about 20 s,
 once; warnings on, `-Wall -Wextra`, PyTorch's own headers excepted) and cached under
-$XDG_CACHE_HOME/aiayn/native/<key>/ (~/.cache by default), keyed by the source, the compiler, the
-command, PyTorch and the platform; `torch.ops.load_library` loads it: no Python extension module, no
-build step at install. `AIAYN_NATIVE=0` switches it off.
+$XDG_CACHE_HOME/aiayn/native/<key>/ (~/.cache by default), keyed by the source (native_step.cpp
+and the native_layers.h it includes), the compiler, the command, PyTorch and the platform;
+`torch.ops.load_library` loads it: no Python extension module, no build step at install.
+`AIAYN_NATIVE=0` switches it off.
 
 The cache is checked before anything in it is loaded: beside the library its build records the
 library's SHA-256 (written to a temporary file and renamed, so never half-written), and a library
@@ -34,6 +35,7 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).with_name("native_step.cpp")
+HEADERS = [Path(__file__).with_name("native_layers.h")]  # what SOURCE includes: part of the cache key
 LIBRARY = "aiayn_native_step.so"
 ENV = "AIAYN_NATIVE"  # 0: decode in Python
 BUILD_SECONDS = 600  # a compiler that takes longer is given up on (decoding stays in Python)
@@ -75,7 +77,8 @@ def _library_path(compiler: list[str]) -> Path:
     version = subprocess.run([*compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     parts = [torch.__version__, version, " ".join(_command(compiler, SOURCE, Path("out"))), sys.platform]
     parts.append(platform.machine())
-    key = hashlib.sha256(SOURCE.read_bytes() + "\0".join(parts).encode()).hexdigest()[:16]
+    code = b"".join(path.read_bytes() for path in [SOURCE, *HEADERS])
+    key = hashlib.sha256(code + "\0".join(parts).encode()).hexdigest()[:16]
     return _cache_dir() / key / LIBRARY
 
 
