@@ -205,7 +205,7 @@ _ROW_BOUNDS = (2, 12, 64)  # between the probes, in log scale: a row count takes
 # so speculative decoding's pass over k + 1 positions computes exactly the single steps' logits
 # (aiayn.decode.speculative). The native step calls it from C++, where it costs what MKL's does: a
 # tiny-model step of one row 1.31 ms packed against 1.35 with MKL's 1-row choices (2-core Zen 3).
-ONE_ROW = "packed"
+ONE_ROW: str | None = "packed"  # None: timed like the other row classes (benchmarks/packed_memory.py)
 
 
 def row_class(rows: int) -> int:
@@ -278,9 +278,9 @@ def _best_seconds(fn, budget: float = 0.01) -> float:
 def _kernels(layer: PackedLinear) -> tuple[str, ...]:
     """The fastest of KERNELS for `layer`'s weight at each of ROW_PROBES rows, timed on this machine;
     one row always takes the packed weight (`ONE_ROW`)."""
-    chosen = [ONE_ROW]
+    chosen = [] if ONE_ROW is None else [ONE_ROW]
     with torch.inference_mode():
-        for rows in ROW_PROBES[1:]:
+        for rows in ROW_PROBES[len(chosen) :]:
             x = torch.randn(rows, layer.in_features)
             calls = {
                 "mkl": lambda x=x: F.linear(x, layer.weight, layer.bias),
