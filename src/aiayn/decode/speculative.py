@@ -18,10 +18,14 @@ One sentence at a time, on the CPU with the native step and oneDNN's packed prod
 bit as the single steps of greedy search do (products whose rows' bits do not depend on the row
 count, attention one position at a time with the single step's calls: aiayn.runtime.native_step),
 so the output is the teacher's greedy output token for token, and its scores are the teacher's.
-In a batch the rows hold different lengths and attend with a mask, and the products run with
-more rows than greedy search's: logits can differ in the last bits, which can only change a
-choice where two tokens tie to float32 rounding (as a batch of 32 can differ from one sentence at
-a time); so too with int8 products (their activations are quantised per call) or in Python.
+So too in a batch: loading a draft makes the teacher's products row-invariant (every row class
+takes the packed weight, `linear.row_invariant`: a row's bits do not depend on how many rows a
+product has, so the teacher's own greedy search of the batch computes what the passes compute),
+the rows at one length attend together over exactly their prefix (`NativeDecoder.extend`), and
+the accepted tokens' log-probabilities are summed one by one, as greedy search sums them. Not so
+with int8 products (their activations are quantised per call) or in Python (rows of different
+lengths attend with a mask): there logits can differ in the last bits, which can only change a
+choice where two tokens tie to float32 rounding.
 
 Rows accept different numbers of tokens: every row keeps its own length in both models' caches
 (aiayn.decode.row_decoder): a rejected proposal's keys are not rolled back by copying, the row's
@@ -52,6 +56,8 @@ from aiayn.model.io import load_model_dir
 from aiayn.model.transformer import Transformer
 from aiayn.runtime.blockwise import row_max
 from aiayn.runtime.inference import prepare_for_inference
+from aiayn.runtime.linear import row_invariant
+from aiayn.runtime.native_step import attach_native_decoder
 from aiayn.tokenizers import load_tokenizer
 
 
@@ -99,7 +105,9 @@ class Draft:
     ) -> Draft:
         """The draft model of `draft_dir` on the teacher's device, prepared for inference (int8
         products on the CPU whatever `int8` says, the native step) with its directory's shortlist
-        if it has one; one line when its target vocabulary is not the teacher's (`tokenizer`)."""
+        if it has one; one line when its target vocabulary is not the teacher's (`tokenizer`).
+        The teacher's float products become row-invariant (`linear.row_invariant`), its native
+        step re-attached: batches then decode to its greedy outputs bit for bit."""
         model, info = load_model_dir(draft_dir, teacher.output_weight.device)
         for name, config in ((teacher_dir, teacher.config), (draft_dir, model.config)):
             if config.attention_window is not None:  # its ring buffer takes one position a step
@@ -113,6 +121,8 @@ class Draft:
         # Proposals need not be exact (the teacher checks them): int8 on the CPU, where three
         # proposals of the student in BENCHMARKS.md cost 0.84 ms against 1.78 ms in float32.
         prepare_for_inference(model, int8 or model.output_weight.device.type == "cpu")
+        if row_invariant(teacher):  # the teacher's batch rows get the same bits in any batch
+            attach_native_decoder(teacher)
         return cls(model, str(draft_dir), read_shortlist(draft_dir, model.config))
 
 
@@ -234,7 +244,8 @@ def _accept(
     ended = eos.any(dim=1)
     take = torch.where(ended, eos.long().argmax(dim=1) + 1, agreed + 1)  # (rows,) tokens taken
     taken = torch.arange(k + 1, device=chosen.device)[None, :] < take[:, None]
-    live.log_probs += torch.where(taken, best, torch.zeros_like(best)).sum(dim=1)
+    for j in range(k + 1):  # token by token, as greedy search sums them (float sums in its order)
+        live.log_probs += torch.where(taken[:, j], best[:, j], torch.zeros_like(best[:, j]))
     every = agreed.eq(k)  # the draft has not read its k-th proposal yet
     rows_on = torch.arange(rows, device=chosen.device)
     live.last = chosen[rows_on, take - 1]

@@ -13,7 +13,7 @@
 //
 // `extend` runs m new positions per row in one call (speculative decoding's check: each product over
 // rows * m rows reads its weight once; attention one position at a time, each over its own prefix,
-// with the single step's calls where the rows share one length, so that packed products, whose rows'
+// with the single step's calls for the rows at one length, so that packed products, whose rows'
 // bits do not depend on the row count, give the single steps' logits exactly).
 //
 // Every index a call takes is checked (TORCH_CHECK: a RuntimeError in Python, never a read out of
@@ -27,6 +27,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -112,17 +113,12 @@ struct NativeDecoder : torch::CustomClassHolder {
   }
 
   // Eq. 1 for one query per row over its row's first `seen` cached positions: q (rows * h, 1, d_k)
-  // scaled and contiguous; `hidden` (rows, 1, seen) True at keys a row may not see -> (rows, h * d_v).
-  Tensor attend_cache(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t seen,
-                      const std::optional<Tensor>& hidden) const {
+  // scaled and contiguous -> (rows, h * d_v).
+  Tensor attend_cache(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t seen) const {
     const int64_t rows = cache_k.size(0);
     Tensor k = cache_k.narrow(2, 0, seen).reshape({rows * heads, seen, d_k});  // a view
     Tensor v = cache_v.narrow(2, 0, seen).reshape({rows * heads, seen, d_v});
-    Tensor weights = at::bmm(q, k.transpose(1, 2));  // (rows * h, 1, seen)
-    if (hidden) {
-      weights.view({rows, heads, seen}).masked_fill_(*hidden, -std::numeric_limits<float>::infinity());
-    }
-    weights = at::_softmax(weights, -1, false);
+    Tensor weights = at::_softmax(at::bmm(q, k.transpose(1, 2)), -1, false);  // (rows * h, 1, seen)
     return at::bmm(weights, v).view({rows, heads * d_v});  // heads concatenated (3.2.2)
   }
 
@@ -134,7 +130,7 @@ struct NativeDecoder : torch::CustomClassHolder {
     Tensor q = qkv.narrow(1, 0, qk).mul(1.0 / std::sqrt(double(d_k))).view({rows * heads, 1, d_k});
     cache_k.select(2, length).copy_(qkv.narrow(1, qk, qk).view({rows, heads, d_k}));
     cache_v.select(2, length).copy_(qkv.narrow(1, 2 * qk, heads * d_v).view({rows, heads, d_v}));
-    return linears[6 * layer + 1](attend_cache(q, cache_k, cache_v, length + 1, std::nullopt), false, r);
+    return linears[6 * layer + 1](attend_cache(q, cache_k, cache_v, length + 1), false, r);
   }
 
   // Encoder-decoder attention: the `beam` rows of a sentence query its keys together.
@@ -177,16 +173,34 @@ struct NativeDecoder : torch::CustomClassHolder {
     }
     Tensor out = at::empty({rows, m, heads * d_v}, x.options());
     for (int64_t j = 0; j < m; ++j) {
-      const int64_t seen = longest + j + 1;
-      std::optional<Tensor> hidden;  // (rows, 1, seen): keys past the row's own prefix
-      if (!same) {
-        Tensor keys = at::arange(seen, lengths.options()).view({1, seen});
-        hidden = (keys > position.narrow(1, j, 1)).view({rows, 1, seen});
-      }
       Tensor qj = q.select(1, j).contiguous().view({rows * heads, 1, d_k});
-      out.select(1, j).copy_(attend_cache(qj, cache_k, cache_v, seen, hidden));
+      if (same) {
+        out.select(1, j).copy_(attend_cache(qj, cache_k, cache_v, longest + j + 1));
+      } else {
+        attend_by_length(qj, cache_k, cache_v, position.select(1, j), out.select(1, j));
+      }
     }
     return linears[6 * layer + 1](out.view({rows * m, heads * d_v}), false, r);
+  }
+
+  // Rows at different positions (rows * h, 1, d_k queries, row r at position[r]): the rows at one
+  // position attend together over exactly their prefix, with the single step's calls and no mask,
+  // so each row's output has the bits a step of rows sharing its length gives it (a masked softmax
+  // over a longer row would sum in another order). -> written into out (rows, h * d_v).
+  void attend_by_length(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, const Tensor& position,
+                        Tensor out) const {
+    const int64_t rows = position.size(0);
+    std::map<int64_t, std::vector<int64_t>> groups;  // position -> its rows
+    auto at = position.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < rows; ++i) groups[at[i]].push_back(i);
+    Tensor q_rows = q.view({rows, heads, 1, d_k});
+    for (const auto& [pos, members] : groups) {
+      Tensor index = at::tensor(members, position.options());
+      Tensor qg = q_rows.index_select(0, index).view({-1, 1, d_k});  // (group * h, 1, d_k)
+      Tensor kg = cache_k.narrow(2, 0, pos + 1).index_select(0, index);  // (group, h, pos + 1, d_k)
+      Tensor vg = cache_v.narrow(2, 0, pos + 1).index_select(0, index);
+      out.index_copy_(0, index, attend_cache(qg, kg, vg, pos + 1));
+    }
   }
 
   // Encoder-decoder attention of m new positions per row, x (rows * m, d): one position at a time,

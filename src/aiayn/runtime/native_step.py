@@ -121,8 +121,9 @@ class NativeDecoder:
         logits (rows, m, vocab); writes the m positions' keys and values into `state.self_kv` and
         leaves the lengths to the caller (aiayn.decode.row_decoder). The products take the kernel
         a single step of these rows takes: oneDNN's packed weight gives a row the same bits
-        whatever the number of rows, so where the rows share one length the logits are the single
-        steps' (tests/runtime/test_native_extend.py)."""
+        whatever the number of rows, and the rows at one length attend together over exactly their
+        prefix, so with packed products the logits are the single steps' (tests/runtime/
+        test_native_extend.py; tests/decode/test_speculative.py for rows of different lengths)."""
         rows, m = x.shape[:2]
         return self._decoder.extend(x, lengths, *_caches(state), row_class(rows), padded_rows(rows * m))
 
