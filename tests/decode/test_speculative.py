@@ -67,7 +67,8 @@ def test_in_a_batch_each_row_has_the_teachers_bits(speculative, k):
     spec = speculative["trained"]
     if native_decoder(spec.model) is None:
         pytest.skip("the native step is not built here: the Python pass sums masked rows in another order")
-    assert {m.kernels for m in spec.model.modules() if isinstance(m, PackedLinear)} == {("packed",) * 4}
+    decoding = [*spec.model.decoder.modules(), spec.model.output_layer]
+    assert {m.kernels for m in decoding if isinstance(m, PackedLinear)} == {("packed",) * 4}
     teacher = Translator(spec.model, spec.tokenizer, spec.info)  # the same weights, no draft
     expected = _greedy(teacher, TEXTS)
     found = _greedy(spec, TEXTS, draft_tokens=k)

@@ -18,11 +18,12 @@ One sentence at a time, on the CPU with the native step and oneDNN's packed prod
 bit as the single steps of greedy search do (products whose rows' bits do not depend on the row
 count, attention one position at a time with the single step's calls: aiayn.runtime.native_step),
 so the output is the teacher's greedy output token for token, and its scores are the teacher's.
-So too in a batch: loading a draft makes the teacher's products row-invariant (every row class
-takes the packed weight, `linear.row_invariant`: a row's bits do not depend on how many rows a
-product has, so the teacher's own greedy search of the batch computes what the passes compute),
-the rows at one length attend together over exactly their prefix (`NativeDecoder.extend`), and
-the accepted tokens' log-probabilities are summed one by one, as greedy search sums them. Not so
+So too in a batch: loading a draft makes the teacher's decoder and output products row-invariant
+(every row class takes the packed weight, `linear.row_invariant`: a row's bits do not depend on
+how many rows a product has, so the teacher's own greedy search of the batch computes what the
+passes compute), the rows at one length attend together over exactly their prefix
+(`NativeDecoder.extend`), and the accepted tokens' log-probabilities are summed one by one, as
+greedy search sums them. Not so
 with int8 products (their activations are quantised per call) or in Python (rows of different
 lengths attend with a mask): there logits can differ in the last bits, which can only change a
 choice where two tokens tie to float32 rounding.
@@ -106,8 +107,8 @@ class Draft:
         """The draft model of `draft_dir` on the teacher's device, prepared for inference (int8
         products on the CPU whatever `int8` says, the native step) with its directory's shortlist
         if it has one; one line when its target vocabulary is not the teacher's (`tokenizer`).
-        The teacher's float products become row-invariant (`linear.row_invariant`), its native
-        step re-attached: batches then decode to its greedy outputs bit for bit."""
+        The teacher's decoder and output products become row-invariant (`linear.row_invariant`),
+        its native step re-attached: batches then decode to its greedy outputs bit for bit."""
         model, info = load_model_dir(draft_dir, teacher.output_weight.device)
         for name, config in ((teacher_dir, teacher.config), (draft_dir, model.config)):
             if config.attention_window is not None:  # its ring buffer takes one position a step
@@ -121,7 +122,9 @@ class Draft:
         # Proposals need not be exact (the teacher checks them): int8 on the CPU, where three
         # proposals of the student in BENCHMARKS.md cost 0.84 ms against 1.78 ms in float32.
         prepare_for_inference(model, int8 or model.output_weight.device.type == "cpu")
-        if row_invariant(teacher):  # the teacher's batch rows get the same bits in any batch
+        # the teacher's decoder rows get the same bits in any batch (its encoder reads the same
+        # batch in both searches: its kernels stay the fastest)
+        if row_invariant(teacher.decoder, teacher.output_layer):
             attach_native_decoder(teacher)
         return cls(model, str(draft_dir), read_shortlist(draft_dir, model.config))
 

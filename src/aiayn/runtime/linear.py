@@ -291,12 +291,13 @@ def _kernels(layer: PackedLinear) -> tuple[str, ...]:
     return tuple(chosen)
 
 
-def row_invariant(model: nn.Module) -> int:
-    """Make every `PackedLinear` of `model` take the packed weight for every row count: a row's
+def row_invariant(*modules: nn.Module) -> int:
+    """Make every `PackedLinear` in `modules` take the packed weight for every row count: a row's
     product then has the same bits whatever the number of rows (oneDNN's packed kernels), so a
     batch's rows compute what they would in any other batch. Speculative decoding's teacher needs
-    it (aiayn.decode.speculative); re-attach a native decoder after. Returns how many layers."""
-    layers = [m for m in model.modules() if isinstance(m, PackedLinear)]
+    it in its decoder and output layer (aiayn.decode.speculative); re-attach a native decoder
+    after. Returns how many layers."""
+    layers = [m for module in modules for m in module.modules() if isinstance(m, PackedLinear)]
     for layer in layers:
         layer.keep(("packed",) * len(ROW_PROBES))
     return len(layers)
