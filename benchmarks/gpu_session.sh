@@ -70,17 +70,19 @@ export -f e2e
 
 for name in $PARTS; do
     case $name in
-    env) part env 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
-        "$0" -m aiayn doctor' "$PY" ;;
-    train) (cd benchmarks && TAIL=50 part train 330 "$PY" gpu_train.py $TRAIN_ARGS --json "$OUT/gpu_train.json") ;;
+    env) part env 60 bash -c 'nvidia-smi --format=csv \
+        --query-gpu=name,memory.total,driver_version,clocks.max.sm; "$0" -m aiayn doctor' "$PY" ;;
+    train) (cd benchmarks &&
+        TAIL=80 part train 420 "$PY" gpu_train.py $TRAIN_ARGS --json "$OUT/gpu_train.json") ;;
     tests) part tests 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/train/test_loss.py \
-        tests/train/test_trainer.py::test_resume_on_a_gpu tests/runtime/test_quantize.py::test_a_model_on_the_gpu_is_refused ;;
+        tests/train/test_chunked_loss.py tests/train/test_trainer.py::test_resume_on_a_gpu \
+        tests/runtime/test_quantize.py::test_a_model_on_the_gpu_is_refused ;;
     decode) for n in 32 256; do
         (cd benchmarks && TAIL=10 part "decode$n" 150 "$PY" decode.py $DECODE_ARGS --sentences $n)
     done ;;
     suite) part suite 200 "$PY" -m pytest -q -p no:cacheprovider -n 12 -m "not slow" --maxfail 30 tests ;;
-    e2e) part e2e $((${E2E_MINUTES%.*} * 60 + 200)) bash -c 'e2e "$@"' _ "$PY" "$DATA" "$(mktemp -d)/run" "$DEVICE" \
-        "${EVAL_LIMIT#0}" "${E2E_SETTINGS[@]}" ;;
+    e2e) part e2e $((${E2E_MINUTES%.*} * 60 + 200)) bash -c 'e2e "$@"' _ "$PY" "$DATA" "$(mktemp -d)/run" \
+        "$DEVICE" "${EVAL_LIMIT#0}" "${E2E_SETTINGS[@]}" ;;
     *) echo "gpu_session.sh: no part '$name' (env train tests decode suite e2e)" ;;
     esac
 done

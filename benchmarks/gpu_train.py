@@ -17,9 +17,11 @@ GPU's dense bf16 peak (`PEAK_TFLOPS`, or `--peak-tflops`).
 The default batch is the paper's size (5.1: ~25,000 target tokens): 392 sentences of 64 tokens.
 Compiled (`--compile`), each system's model and its loss are compiled as its trainer would run them
 (aiayn's `compile: true`: the model, and the loss as fused plain operations, `aiayn.train.loss`).
-`--profile N` then profiles N steps of each aiayn variant and prints where the GPU's time goes by
-kind of kernel (matrix products, attention, the loss, other fused and elementwise kernels, the
-optimizer, copies) and the share of the step the GPU sits idle (waiting on the CPU's launches).
+"aiayn chunked loss" computes the output projection and the loss together by chunks of tokens
+(`aiayn.train.chunked_loss`: the logits never written whole). `--profile N` then profiles N steps
+of each aiayn variant and prints where the GPU's time goes by kind of kernel (matrix products,
+attention, the loss, other fused and elementwise kernels, the optimizer, copies) and the share of
+the step the GPU sits idle (waiting on the CPU's launches).
 
     python benchmarks/gpu_train.py [--preset base] [--batch 392] [--len 64] [--compile] [--profile 5]
 """
@@ -69,7 +71,32 @@ def build_marian(p: dict):
     return model, head, (lambda logits, tgt_out: smoothed_cross_entropy(logits.float(), tgt_out))
 
 
-BUILDERS = {"aiayn": build_aiayn, "HF Marian (sdpa)": build_marian}
+def build_aiayn_chunked(p: dict):
+    """aiayn with the output projection and loss by chunks (aiayn.train.chunked_loss): the model
+    returns the decoder's states, the (tokens, V) logits are never written whole. Its loss is
+    never compiled (a Python loop over chunks)."""
+    from aiayn.train.chunked_loss import chunked_output_nll
+
+    model, _, _ = build_aiayn(p)
+
+    class Hidden(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, src, tgt_in):  # (batch, tgt_len, d_model)
+            return self.model.decode(tgt_in, *self.model.encode(src))
+
+    def criterion(h, tgt_out):
+        with torch.autocast(h.device.type, dtype=torch.bfloat16):
+            loss, _ = chunked_output_nll(h, model.output_weight, model.output_bias, tgt_out, SMOOTHING, PAD)
+        return loss / tgt_out.ne(PAD).sum()
+
+    criterion.eager = True
+    return Hidden(model), (lambda forward, src, tgt_in: forward(src, tgt_in)), criterion
+
+
+BUILDERS = {"aiayn": build_aiayn, "aiayn chunked loss": build_aiayn_chunked, "HF Marian (sdpa)": build_marian}
 
 
 def step_flops(p: dict, batch: int, src_len: int, tgt_len: int) -> float:
@@ -100,14 +127,14 @@ def build(name: str, args, compiled: bool):
     model, head, criterion = BUILDERS[name](PRESETS[args.preset])
     model = model.to(args.device).train()
     forward = torch.compile(model) if compiled else model
-    criterion = torch.compile(criterion) if compiled else criterion
+    criterion = torch.compile(criterion) if compiled and not getattr(criterion, "eager", False) else criterion
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
 
     def step(src, tgt_in, tgt_out) -> None:
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(src.device.type, dtype=torch.bfloat16):
             logits = head(forward, src, tgt_in)
-        criterion(logits, tgt_out).backward()  # the loss in float32, outside autocast
+        criterion(logits, tgt_out).backward()  # outside autocast: float32 (the chunked loss sets its own)
         optimizer.step()
 
     return model, step
@@ -234,7 +261,7 @@ def main() -> int:
     for compiled in (False, True) if args.compile else (False,):
         for name in systems:
             label = name + (" compiled" if compiled else "")
-            tables = [] if args.profile and name == "aiayn" else None
+            tables = [] if args.profile and name.startswith("aiayn") else None
             r = measure(name, args, data, compiled, tables)
             gc.collect()  # the model and its optimizer state, before the next one is built
             if args.device.startswith("cuda"):

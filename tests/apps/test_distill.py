@@ -69,7 +69,9 @@ def test_an_interrupted_run_goes_on_from_its_last_chunk(toy_model_dir, toy_data,
 
     monkeypatch.setattr(Translator, "translate_ids", interrupted)
     with pytest.raises(Interrupted):
-        distill_data([toy_model_dir], toy_data, tmp_path / "out", SEARCH, chunk=16, progress=False)
+        distill_data(
+            [toy_model_dir], toy_data, tmp_path / "out", SEARCH, chunk=16, device="cpu", progress=False
+        )
     assert sorted(p.name for p in (tmp_path / "out" / "data.parts").glob("chunk-*")) == [
         "chunk-00000.npz",
         "chunk-00001.npz",
@@ -80,7 +82,9 @@ def test_an_interrupted_run_goes_on_from_its_last_chunk(toy_model_dir, toy_data,
     )
     assert calls == [16, 12]  # chunks 2 and 3 only (60 sources)
     monkeypatch.undo()
-    whole = distill_data([toy_model_dir], toy_data, tmp_path / "whole", SEARCH, chunk=16, progress=False)
+    whole = distill_data(
+        [toy_model_dir], toy_data, tmp_path / "whole", SEARCH, chunk=16, device="cpu", progress=False
+    )
     for name in ("train.tgt.bin", "raw/train.tgt"):
         assert (out / name).read_bytes() == (whole / name).read_bytes()
 

@@ -71,6 +71,7 @@ def test_in_a_batch_each_row_has_the_teachers_bits(speculative, k):
     assert {m.kernels for m in decoding if isinstance(m, PackedLinear)} == {("packed",) * 4}
     teacher = Translator(spec.model, spec.tokenizer, spec.info)  # the same weights, no draft
     expected = _greedy(teacher, TEXTS)
+    spec.draft.stats.__init__()
     found = _greedy(spec, TEXTS, draft_tokens=k)
     assert [t.tokens for t in found] == [t.tokens for t in expected]
     assert [t.log_prob for t in found] == [t.log_prob for t in expected]  # float equality

@@ -58,6 +58,17 @@ def test_the_library_is_cached_by_source_and_compiler_with_its_hash():
     assert (path.parent / (path.name + ".sha256")).read_text() == native_build._sha256(path)
 
 
+def test_the_cache_key_holds_the_header_too(monkeypatch, tmp_path):
+    # native_step.cpp includes native_layers.h: a changed header is a new library, not the old one
+    assert native_build.HEADERS and all(p.is_file() for p in native_build.HEADERS)  # beside the source
+    header = tmp_path / "native_layers.h"
+    header.write_text("// one\n")
+    monkeypatch.setattr(native_build, "HEADERS", [header])
+    before = native_build._library_path(COMPILER)
+    header.write_text("// two\n")
+    assert native_build._library_path(COMPILER) != before
+
+
 @pytest.mark.slow
 def test_the_source_compiles_without_warnings():
     command = native_build._command(COMPILER, native_build.SOURCE, native_build.SOURCE)

@@ -23,10 +23,9 @@ So too in a batch: loading a draft makes the teacher's decoder and output produc
 how many rows a product has, so the teacher's own greedy search of the batch computes what the
 passes compute), the rows at one length attend together over exactly their prefix
 (`NativeDecoder.extend`), and the accepted tokens' log-probabilities are summed one by one, as
-greedy search sums them. Not so
-with int8 products (their activations are quantised per call) or in Python (rows of different
-lengths attend with a mask): there logits can differ in the last bits, which can only change a
-choice where two tokens tie to float32 rounding.
+greedy search sums them. Not so with int8 products (their activations are quantised per call)
+or in Python (rows of different lengths attend with a mask): there logits can differ in the last
+bits, which can only change a choice where two tokens tie to float32 rounding.
 
 Rows accept different numbers of tokens: every row keeps its own length in both models' caches
 (aiayn.decode.row_decoder): a rejected proposal's keys are not rolled back by copying, the row's
@@ -108,7 +107,8 @@ class Draft:
         products on the CPU whatever `int8` says, the native step) with its directory's shortlist
         if it has one; one line when its target vocabulary is not the teacher's (`tokenizer`).
         The teacher's decoder and output products become row-invariant (`linear.row_invariant`),
-        its native step re-attached: batches then decode to its greedy outputs bit for bit."""
+        its native step re-attached: batches then decode to its greedy outputs bit for bit, and
+        every other search of the teacher takes those kernels too."""
         model, info = load_model_dir(draft_dir, teacher.output_weight.device)
         for name, config in ((teacher_dir, teacher.config), (draft_dir, model.config)):
             if config.attention_window is not None:  # its ring buffer takes one position a step

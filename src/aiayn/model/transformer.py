@@ -193,7 +193,8 @@ class Transformer(nn.Module):
         A row that is all padding keeps its first position visible, so attention never divides
         by zero (its outputs are meaningless but finite). Off the CPU and under torch.compile the
         mask is always returned: asking whether anything is padded would wait for the GPU (a host
-        sync) or split the compiled graph, and an all-True mask changes nothing.
+        sync) or split the compiled graph; an all-True mask changes no result (it changes the kernel:
+        PyTorch's flash attention takes no mask, its memory-efficient attention does).
         """
         real = src.ne(self.config.pad_id)  # (batch, src_len)
         if src.device.type == "cpu" and not torch.compiler.is_compiling() and bool(real.all()):

@@ -223,8 +223,8 @@ class PackedLinear(nn.Module):
     on every call); 256 x 8000 at 32 rows 2.4 ms with MKL and 1.0 ms packed; at 128 rows MKL won
     again. On a first-generation Zen the packed weight won where MKL's small-matrix path is slow
     (4 x 256 x 8000: 2.6 ms against 0.44 ms). So `pack_for_inference` times the two `KERNELS` at
-    each of ROW_PROBES but one row (`ONE_ROW`: packed) and sets `kernels`, one per probe; a call
-    takes its row class's (`row_class`).
+    each of ROW_PROBES but one row (`ONE_ROW`: packed, unless None) and sets `kernels`, one per
+    probe; a call takes its row class's (`row_class`).
     The weight reordered once into oneDNN's blocked layout (`packed`) is kept only where some row
     class uses it; rows above EXACT_ROWS are padded as in `linear`, so the primitives oneDNN caches
     per shape stay few. No gradients.
@@ -277,7 +277,7 @@ def _best_seconds(fn, budget: float = 0.01) -> float:
 
 def _kernels(layer: PackedLinear) -> tuple[str, ...]:
     """The fastest of KERNELS for `layer`'s weight at each of ROW_PROBES rows, timed on this machine;
-    one row always takes the packed weight (`ONE_ROW`)."""
+    one row takes the packed weight (`ONE_ROW`; None: timed too)."""
     chosen = [] if ONE_ROW is None else [ONE_ROW]
     with torch.inference_mode():
         for rows in ROW_PROBES[len(chosen) :]:

@@ -191,8 +191,8 @@ struct NativeDecoder : torch::CustomClassHolder {
                         Tensor out) const {
     const int64_t rows = position.size(0);
     std::map<int64_t, std::vector<int64_t>> groups;  // position -> its rows
-    auto at = position.accessor<int64_t, 1>();
-    for (int64_t i = 0; i < rows; ++i) groups[at[i]].push_back(i);
+    auto position_of = position.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < rows; ++i) groups[position_of[i]].push_back(i);
     Tensor q_rows = q.view({rows, heads, 1, d_k});
     for (const auto& [pos, members] : groups) {
       Tensor index = at::tensor(members, position.options());
