@@ -17,7 +17,7 @@ namespace aiayn_native {
 using at::Tensor;
 
 inline Tensor onednn_linear(const Tensor& x, const Tensor& packed, const std::optional<Tensor>& bias,
-                     const char* attr) {
+                            const char* attr) {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mkldnn::_linear_pointwise", "")
                        .typed<Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&,

@@ -35,7 +35,7 @@
 #include "native_layers.h"
 
 using at::Tensor;
-using namespace aiayn_native;  // NOLINT: the pieces above, used throughout
+using namespace aiayn_native;  // NOLINT: native_layers.h's pieces, used throughout
 
 // The decoder of one Transformer, its weights held by reference (the model's own tensors).
 struct NativeDecoder : torch::CustomClassHolder {

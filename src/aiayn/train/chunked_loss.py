@@ -3,7 +3,7 @@ target tokens, so that the (tokens, V) logits are never written whole.
 
 At the paper's ~25,000 target tokens a step and a 37,000-piece vocabulary the logits are 1.9 GB in
 bf16 (3.7 GB in float32), written by the output product, read and written again by the loss and its
-gradient: on an H200 the loss's kernels and the copies around them took a third of a compiled step
+gradient: on an H200 the loss's kernels, copies and casts took a third of a compiled step
 (BENCHMARKS.md, "GPU: NVIDIA H200"). Here each chunk of `chunk` tokens makes its logits, its
 softmax and at once its gradients, dL/dh = (p - q) W and dL/dW += (p - q)^T h (p the softmax, q the
 smoothed target of `aiayn.train.loss`), and drops the logits; the backward pass only scales what the
@@ -30,8 +30,9 @@ class _ChunkedOutputNLL(torch.autograd.Function):
         device = h.device.type
         low = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
         grad_h = torch.empty_like(h) if need_h else None  # (tokens, d)
-        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
-        grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if need_b else None
+        sums = torch.promote_types(weight.dtype, torch.float32)  # bf16 products summed in float32
+        grad_w = torch.zeros(weight.shape, dtype=sums, device=weight.device) if need_w else None
+        grad_b = torch.zeros(bias.shape, dtype=sums, device=bias.device) if need_b else None
         loss = torch.zeros((), dtype=torch.float32, device=h.device)
         nll = torch.zeros((), dtype=torch.float32, device=h.device)
         vocab, w_low = weight.size(0), weight.to(low) if need_h else None
@@ -52,7 +53,7 @@ class _ChunkedOutputNLL(torch.autograd.Function):
             if need_h:
                 grad_h[start : start + chunk] = lowered @ w_low
             if need_w:
-                grad_w += (lowered.t() @ hc.to(low)).float()
+                grad_w += (lowered.t() @ hc.to(low)).to(sums)
             if need_b:
                 grad_b += grad.sum(0)
         ctx.save_for_backward(grad_h, grad_w, grad_b)
