@@ -49,7 +49,7 @@ JOBS: list[tuple[str, list[str], list[str], bool]] = [
     ("decode.py", ["--base"], ["--repeats", "1"], True),
     ("serve_load.py", [], ["--seconds", "5"], False),
     ("int8_bleu.py", [], ["--limit", "200"], True),  # the quickstart's run (make demo), if there is one
-    ("students.py", [], ["--limit", "200"], True),  # its student (aiayn distill), if any
+    ("students.py", [], ["--limit", "200", "--rounds", "1"], True),  # its student (aiayn distill), if any
 ]
 # The AVX2 kernels of each library on a CPU that has more (each reads its variable when it loads).
 AVX2_ENV = {

@@ -12,6 +12,7 @@ import torch
 from aiayn.apps.shortlist import build_shortlist
 from aiayn.config import DecodeConfig
 from aiayn.decode import row_decoder
+from aiayn.decode import speculative as speculative_module
 from aiayn.decode.row_decoder import RowDecoder
 from aiayn.decode.speculative import Draft, check_same_vocabulary
 from aiayn.decode.translator import Translator
@@ -237,3 +238,14 @@ def test_a_draft_with_a_shortlist_proposes_within_it(
     _greedy(speculative["trained"], TEXTS, draft_tokens=3)
     # later proposals follow the ids of the earlier ones: as often right as the whole vocabulary's
     assert spec.draft.stats.acceptance > full.stats.acceptance - 0.1 > 0.2
+
+
+def test_a_teacher_that_cannot_take_its_native_step_again_says_so(toy_model_dir, drafts, monkeypatch):
+    """Loading a draft re-attaches the teacher's native step with row-invariant products; where that
+    fails the teacher decodes in Python (not bit for bit its greedy search): a warning says so."""
+    teacher = Translator.load(toy_model_dir, device="cpu")
+    if native_decoder(teacher.model) is None:
+        pytest.skip("no native step here")
+    monkeypatch.setattr(speculative_module, "attach_native_decoder", lambda model: "a reason")
+    with pytest.warns(RuntimeWarning, match=r"could not be attached again \(a reason\)"):
+        Draft.load(drafts["trained"], toy_model_dir, teacher.model, teacher.tokenizer)

@@ -68,6 +68,7 @@ class RowDecoder:
         self.lengths = torch.zeros(src.size(0), dtype=torch.long)  # (rows,) CPU: positions held
         self.index: Tensor | None = None  # (rows, q) on the device: where `extend` writes
         self.end = 0  # the longest row's length after `extend`
+        self._banned: tuple[Tensor, Tensor] | None = None  # `propose`'s banned ids and their kept columns
 
     def extend(self, tokens: Tensor) -> Tensor:
         """tokens (rows, q) at positions lengths .. lengths + q - 1 -> logits (rows, q, vocab).
@@ -122,7 +123,9 @@ class RowDecoder:
         if native is None or native_decoder(model) is None or model.training or torch.is_grad_enabled():
             return None
         kept = self.output.kept  # (kept,) sorted target ids
-        columns = (kept[None, :] == banned[:, None]).nonzero()[:, 1]  # the banned ids it keeps
+        if self._banned is None or self._banned[0] is not banned:  # the banned ids it keeps, once a search
+            self._banned = (banned, (kept[None, :] == banned[:, None]).nonzero()[:, 1])
+        columns = self._banned[1]
         x = model.embed_tokens(tokens, self.lengths[:, None] + torch.arange(tokens.size(1)))
         try:
             return kept[native.propose(x, self.lengths, newest, k, model, columns, self.state, kept)]

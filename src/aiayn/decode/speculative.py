@@ -42,9 +42,11 @@ draft is much cheaper than the teacher and agrees with it often (`DraftStats`); 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -57,7 +59,7 @@ from aiayn.model.transformer import Transformer
 from aiayn.runtime.blockwise import row_max
 from aiayn.runtime.inference import prepare_for_inference
 from aiayn.runtime.linear import row_invariant
-from aiayn.runtime.native_step import attach_native_decoder
+from aiayn.runtime.native_step import attach_native_decoder, native_decoder
 from aiayn.tokenizers import load_tokenizer
 
 
@@ -124,8 +126,16 @@ class Draft:
         prepare_for_inference(model, int8 or model.output_weight.device.type == "cpu")
         # the teacher's decoder rows get the same bits in any batch (its encoder reads the same
         # batch in both searches: its kernels stay the fastest)
-        if row_invariant(teacher.decoder, teacher.output_layer):
-            attach_native_decoder(teacher)
+        native = native_decoder(teacher) is not None
+        if row_invariant(teacher.decoder, teacher.output_layer) and native:
+            status = attach_native_decoder(teacher)
+            if status != "native":  # it decodes in Python now: bits can differ at float32 near-ties
+                warnings.warn(
+                    f"{teacher_dir}: the native step could not be attached again ({status}); speculative "
+                    "outputs may differ from its greedy search's where two tokens tie to float32 rounding",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         return cls(model, str(draft_dir), read_shortlist(draft_dir, model.config))
 
 
@@ -151,50 +161,51 @@ def check_same_vocabulary(
 
 @dataclass
 class _Live:
-    """The live rows (one per sentence still decoding), on the CPU unless said otherwise."""
+    """The live rows (one per sentence still decoding) as Python lists: a pass's bookkeeping for a
+    few rows then costs microseconds, where tensor operations cost ten each (one sentence at a time,
+    the interactive case, is a single row)."""
 
-    sentence: Tensor  # (rows,) each row's sentence
-    max_lens: Tensor  # (rows,) its length cap
+    sentence: list[int]  # each row's sentence
+    max_lens: list[int]  # its length cap
     outputs: list[list[int]]  # its tokens so far
-    log_probs: Tensor  # (rows,) on the device: their log P
-    last: Tensor  # (rows,) on the device: its newest token, which the teacher has not read yet
-    pending: Tensor  # (rows, 2) on the device: the tokens the draft has not read yet, `counts` of them
-    counts: Tensor  # (rows,) 1 or 2
+    log_probs: list[np.float32]  # its log P, summed in float32 token by token as greedy search sums it
+    last: list[int]  # its newest token, which the teacher has not read yet
+    pending: list[list[int]]  # the tokens the draft has not read yet (1 or 2)
 
-    def keep(self, index: Tensor) -> None:
-        """Only rows `index` (rows',) (CPU) stay."""
-        on = index.to(self.last.device)
-        self.sentence, self.max_lens, self.counts = (
-            self.sentence[index],
-            self.max_lens[index],
-            self.counts[index],
-        )
-        self.outputs = [self.outputs[i] for i in index.tolist()]
-        self.log_probs, self.last, self.pending = self.log_probs[on], self.last[on], self.pending[on]
+    def keep(self, index: list[int]) -> None:
+        """Only rows `index` stay."""
+        for name in ("sentence", "max_lens", "outputs", "log_probs", "last", "pending"):
+            setattr(self, name, [getattr(self, name)[i] for i in index])
 
 
 def _propose(draft: RowDecoder, live: _Live, k: int, banned: Tensor) -> Tensor:
     """k tokens per row, each the draft's most probable after the ones before -> (rows, k)."""
-    return draft.propose(live.pending[:, : int(live.counts.max())], live.counts - 1, k, banned)
+    width = max(map(len, live.pending))
+    tokens = [p + p[-1:] * (width - len(p)) for p in live.pending]  # (rows, width): padding never read
+    newest = torch.tensor([len(p) - 1 for p in live.pending])
+    return draft.propose(torch.tensor(tokens, device=banned.device), newest, k, banned)
 
 
-def _check(teacher: RowDecoder, live: _Live, proposals: Tensor, rules: SearchRules) -> tuple[Tensor, Tensor]:
+def _check(
+    teacher: RowDecoder, live: _Live, proposals: Tensor, rules: SearchRules
+) -> tuple[list[list[int]], list[list[float]]]:
     """The teacher's pass over each row's newest token and the proposals (rows, k) -> its most
-    probable token after each (rows, k + 1) and that token's log P (rows, k + 1), under the rules
-    of greedy search (no banned id; EOS alone past a row's length cap)."""
-    tokens = torch.cat([live.last[:, None], proposals], dim=1)  # (rows, k + 1)
+    probable token after each and that token's log P (rows x (k + 1) lists), under the rules of
+    greedy search (no banned id; EOS alone past a row's length cap)."""
+    last = torch.tensor(live.last, device=proposals.device)
+    tokens = torch.cat([last[:, None], proposals], dim=1)  # (rows, k + 1)
     logp = torch.log_softmax(teacher.extend(tokens).float(), dim=-1)  # (rows, k + 1, vocab)
     rows, width, vocab = logp.shape
     logp[..., rules.banned_ids] = -math.inf
-    steps = teacher.lengths[:, None] + torch.arange(1, width + 1)  # (rows, k + 1) CPU: the step predicted
-    force = steps > live.max_lens[:, None]
-    if bool(force.any()):
-        at = force.to(logp.device)
+    lengths = teacher.lengths.tolist()
+    if any(held + width > cap for held, cap in zip(lengths, live.max_lens, strict=True)):
+        steps = teacher.lengths[:, None] + torch.arange(1, width + 1)  # (rows, k + 1): the step predicted
+        at = (steps > torch.tensor(live.max_lens)[:, None]).to(logp.device)
         eos = logp[..., rules.eos_id].clone()
         logp[at] = -math.inf
         logp[..., rules.eos_id] = torch.where(at, eos, logp[..., rules.eos_id])
     best, chosen = row_max(logp.view(rows * width, vocab))
-    return chosen.view(rows, width), best.view(rows, width)
+    return chosen.view(rows, width).tolist(), best.view(rows, width).tolist()
 
 
 def speculative_search(
@@ -203,65 +214,66 @@ def speculative_search(
     """The teacher's greedy search for sources src (n, src_len) (right-padded), k tokens proposed by
     `draft` per teacher pass. max_lens (n,) on the CPU. Returns one hypothesis per sentence, scored
     as greedy search scores it; `draft.stats` counts the proposals."""
-    n, device = src.size(0), src.device
+    n = src.size(0)
     big, small = (
         RowDecoder(teacher, src, int(max_lens.max()) + k + 2),
         RowDecoder(draft.model, src, int(max_lens.max()) + k + 2, draft.shortlist),
     )
-    start = torch.full((n,), rules.start_id, dtype=torch.long, device=device)
+    start = rules.start_id
     live = _Live(
-        torch.arange(n), max_lens.clone(), [[] for _ in range(n)], torch.zeros(n, device=device),
-        start, torch.stack([start, start], 1), torch.ones(n, dtype=torch.long),
+        list(range(n)), max_lens.tolist(), [[] for _ in range(n)], [np.float32(0.0)] * n, [start] * n,
+        [[start] for _ in range(n)],
     )  # fmt: skip
     results: list[list[Hypothesis]] = [[] for _ in range(n)]
     passes = 0
-    while live.counts.numel():
+    while live.sentence:
         passes += 1
         rules.check_stop(passes)
         proposals = _propose(small, live, k, rules.banned_ids)  # (rows, k)
-        chosen, best = _check(big, live, proposals, rules)  # (rows, k + 1), (rows, k + 1)
-        ended = _accept(big, small, live, proposals, chosen, best, rules.eos_id, draft.stats)
-        for r in ended.nonzero()[:, 0].tolist():
+        chosen, best = _check(big, live, proposals, rules)  # rows x (k + 1) each
+        ended = _accept(big, small, live, proposals.tolist(), chosen, best, rules.eos_id, draft.stats)
+        for r in [r for r, end in enumerate(ended) if end]:
             tokens, logp = live.outputs[r], float(live.log_probs[r])
-            results[int(live.sentence[r])].append(
-                Hypothesis(tokens, logp / rules.lp(float(len(tokens) + 1)), logp)
-            )
-        if bool(ended.any()):
-            keep = (~ended).nonzero()[:, 0]
+            score = logp / rules.lp(float(len(tokens) + 1))
+            results[live.sentence[r]].append(Hypothesis(tokens, score, logp))
+        keep = [r for r, end in enumerate(ended) if not end]
+        if keep and len(keep) < len(ended):
             live.keep(keep)
-            big.select(keep)
-            small.select(keep)
+            big.select(torch.tensor(keep))
+            small.select(torch.tensor(keep))
+        elif not keep:
+            break
     return results
 
 
 def _accept(
-    big: RowDecoder, small: RowDecoder, live: _Live, proposals: Tensor, chosen: Tensor, best: Tensor,
-    eos_id: int, stats: DraftStats,
-) -> Tensor:  # fmt: skip
+    big: RowDecoder, small: RowDecoder, live: _Live, proposals: list[list[int]], chosen: list[list[int]],
+    best: list[list[float]], eos_id: int, stats: DraftStats,
+) -> list[bool]:  # fmt: skip
     """Each row takes the proposals the teacher agrees with and the teacher's next token (up to its
-    first EOS); both caches keep what they read of them. Returns which rows ended (rows,) (CPU)."""
-    rows, k = proposals.shape
-    agreed = chosen[:, :k].eq(proposals).long().cumprod(dim=1).sum(dim=1)  # (rows,) proposals kept
-    within = torch.arange(k + 1, device=chosen.device)[None, :] < (agreed + 1)[:, None]  # (rows, k + 1)
-    eos = chosen.eq(eos_id) & within
-    ended = eos.any(dim=1)
-    take = torch.where(ended, eos.long().argmax(dim=1) + 1, agreed + 1)  # (rows,) tokens taken
-    taken = torch.arange(k + 1, device=chosen.device)[None, :] < take[:, None]
-    for j in range(k + 1):  # token by token, as greedy search sums them (float sums in its order)
-        live.log_probs += torch.where(taken[:, j], best[:, j], torch.zeros_like(best[:, j]))
-    every = agreed.eq(k)  # the draft has not read its k-th proposal yet
-    rows_on = torch.arange(rows, device=chosen.device)
-    live.last = chosen[rows_on, take - 1]
-    live.pending = torch.stack([torch.where(every, proposals[:, -1], live.last), chosen[:, -1]], dim=1)
-    agreed, take, ended, every = agreed.cpu(), take.cpu(), ended.cpu(), every.cpu()
-    for r, (row, count) in enumerate(zip(chosen.cpu().tolist(), take.tolist(), strict=True)):
-        live.outputs[r] += row[: count - 1 if ended[r] else count]
-    length = big.lengths
-    big.keep(length + take)  # its newest token and the proposals before the one it takes
-    small.keep(length + 1 + agreed.clamp(max=k - 1))
-    live.counts = 1 + every.long()
-    stats.proposed += rows * k
-    stats.accepted += int(torch.minimum(agreed, take).sum())
-    stats.checks += rows
-    stats.tokens += int(take.sum())
+    first EOS); both caches keep what they read of them. Returns which rows ended."""
+    k, ended, held = len(proposals[0]), [], big.lengths.tolist()
+    teacher_holds, draft_holds = [], []
+    for r, (row, scores, proposed) in enumerate(zip(chosen, best, proposals, strict=True)):
+        agreed = 0  # proposals kept: the run the teacher's own choices repeat
+        while agreed < k and row[agreed] == proposed[agreed]:
+            agreed += 1
+        end = eos_id in row[: agreed + 1]
+        take = row.index(eos_id) + 1 if end else agreed + 1  # tokens taken
+        for score in scores[:take]:  # token by token, as greedy search sums them (float32, in its order)
+            live.log_probs[r] = live.log_probs[r] + np.float32(score)
+        live.outputs[r] += row[: take - 1 if end else take]
+        live.last[r] = row[take - 1]
+        # the draft has read its newest token and the proposals before the k-th; the k-th and the
+        # teacher's token after it are new to it when all k were kept
+        live.pending[r] = [proposed[-1], row[-1]] if agreed == k else [row[take - 1]]
+        teacher_holds.append(held[r] + take)  # its newest token and the proposals before the one it takes
+        draft_holds.append(held[r] + 1 + min(agreed, k - 1))
+        stats.accepted += min(agreed, take)
+        stats.tokens += take
+        ended.append(end)
+    big.keep(torch.tensor(teacher_holds))
+    small.keep(torch.tensor(draft_holds))
+    stats.proposed += len(chosen) * k
+    stats.checks += len(chosen)
     return ended
