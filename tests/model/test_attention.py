@@ -121,6 +121,27 @@ def test_kv_cache_reorder_in_place_equals_a_gather():
     assert torch.equal(cache.k[:, :, :4], k[index]) and torch.equal(cache.v[:, :, :4], v[index])
 
 
+def test_kv_cache_dropping_rows_compacts_its_own_buffer():
+    """Finished sentences leave: the kept rows move to the front of the same storage (no buffer of
+    the whole capacity allocated anew, whose fresh pages cost the CPU), equal to a gather, the
+    later appends and reorders writing where they read."""
+    cache = KVCache(5, 2, 8, 3, torch.float32, "cpu")
+    k, v = torch.randn(5, 2, 3, 3), torch.randn(5, 2, 3, 3)
+    cache.append(k, v)
+    storage = cache.k.untyped_storage().data_ptr(), cache.v.untyped_storage().data_ptr()
+    index = torch.tensor([4, 0, 2])  # row 4 onto row 0, which row 1 of the result still reads
+    cache.reorder(index)
+    assert (cache.k.untyped_storage().data_ptr(), cache.v.untyped_storage().data_ptr()) == storage
+    assert cache.k.shape == (3, 2, 8, 3) and cache.k.is_contiguous()
+    assert torch.equal(cache.k[:, :, :3], k[index]) and torch.equal(cache.v[:, :, :3], v[index])
+    k2, v2 = torch.randn(3, 2, 1, 3), torch.randn(3, 2, 1, 3)
+    got_k, got_v = cache.append(k2, v2)
+    assert torch.equal(got_k, torch.cat([k[index], k2], 2))
+    assert torch.equal(got_v, torch.cat([v[index], v2], 2))
+    cache.reorder(torch.tensor([2, 2, 1]))  # same rows: moved in place
+    assert torch.equal(cache.k[:, :, :4], torch.cat([k[index], k2], 2)[torch.tensor([2, 2, 1])])
+
+
 def test_gpu_attention_leaves_out_cudnn_and_cpu_attention_is_left_alone():
     # cuDNN's attention builds a plan per new shape (0.13 s on an H100): never on token-bucketed batches
     flags = torch.backends.cuda

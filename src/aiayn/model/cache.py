@@ -53,13 +53,15 @@ class KVCache(nn.Module):
     def reorder(self, index: Tensor) -> None:
         """Rows follow `index` (batch',): beam search keeps the prefixes it selected.
 
-        When batch' is smaller than the buffer (finished sentences dropped) the buffers shrink; only
-        the positions decoded so far are copied, not the whole capacity (|source| + 300 when parsing).
-        Otherwise only the rows that take another row's prefix are copied: on the CPU the cache is
-        larger than the caches, and beam search keeps most rows in place (`aiayn.decode.search`).
+        When batch' is smaller than the buffer (finished sentences dropped) the kept rows move to the
+        front of the same buffers, which then end at batch' (`_compacted`: a new buffer of the whole
+        capacity, |source| + 300 positions when parsing, costs the CPU fresh pages every time a
+        sentence ends); only the positions decoded so far are copied. Otherwise only the rows that
+        take another row's prefix are copied: on the CPU the cache is larger than the caches, and
+        beam search keeps most rows in place (`aiayn.decode.search`).
         """
         if index.numel() != self.k.size(0):
-            self.k, self.v = self._gathered(self.k, index), self._gathered(self.v, index)
+            self.k, self.v = self._compacted(self.k, index), self._compacted(self.v, index)
             return
         moved = (index != torch.arange(index.numel(), device=index.device)).nonzero()[:, 0]  # (m,)
         if moved.numel() == 0:
@@ -69,10 +71,13 @@ class KVCache(nn.Module):
             prefix = buffer[:, :, : self.filled]  # a view: index_copy_ writes into the buffer
             prefix.index_copy_(0, moved, prefix.index_select(0, source))  # gather first: rows overlap
 
-    def _gathered(self, buffer: Tensor, index: Tensor) -> Tensor:
-        """A buffer of rows `index` (batch',) of `buffer`, its first `filled` slots copied."""
-        out = buffer.new_empty((index.numel(), *buffer.shape[1:]))
-        out[:, :, : self.filled] = buffer[:, :, : self.filled].index_select(0, index)
+    def _compacted(self, buffer: Tensor, index: Tensor) -> Tensor:
+        """Rows `index` (batch',) of `buffer`, their first `filled` slots copied: into the front of
+        `buffer` itself (a view of its first batch' rows) when it has that many rows, else anew."""
+        rows = index.numel()
+        kept = buffer[:, :, : self.filled].index_select(0, index)  # gathered first: the rows overlap
+        out = buffer[:rows] if rows <= buffer.size(0) else buffer.new_empty((rows, *buffer.shape[1:]))
+        out[:, :, : self.filled] = kept
         return out
 
 
