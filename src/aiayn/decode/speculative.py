@@ -237,12 +237,12 @@ def speculative_search(
             score = logp / rules.lp(float(len(tokens) + 1))
             results[live.sentence[r]].append(Hypothesis(tokens, score, logp))
         keep = [r for r, end in enumerate(ended) if not end]
-        if keep and len(keep) < len(ended):
+        if not keep:
+            break
+        if len(keep) < len(ended):
             live.keep(keep)
             big.select(torch.tensor(keep))
             small.select(torch.tensor(keep))
-        elif not keep:
-            break
     return results
 
 
