@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from aiayn.decode.common import Hypothesis, SearchRules, Stepper
-from aiayn.runtime.blockwise import row_topk
+from aiayn.runtime.scores import beam_top
 
 
 def _settled(parent: Tensor) -> Tensor:
@@ -88,15 +88,18 @@ class Beams:
             1, pos[:, :, None].expand(-1, -1, total)
         )
 
-    def advance(self, logp: Tensor, step: int, eos_id: int, lp: float) -> tuple[Tensor, Tensor]:
-        """One step from log-probs (n, k, vocab): finish EOS candidates, keep the k best live ones.
-        `logp` is used up: the prefixes' log P are added to it in place (a vocabulary-wide pass).
+    def advance(
+        self, scores: Tensor, step: int, eos_id: int, lp: float, lse: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """One step from log-probs (n, k, vocab), or from logits and their log-normalisers lse (n * k,)
+        (log P = logits - lse): finish EOS candidates, keep the k best live ones. `scores` may be
+        used up (the prefixes' log P added in place, off the native kernels).
 
         Returns for each new live hypothesis (n, k) the beam it extends and its last token.
         """
-        n, k, vocab = logp.shape
-        cand = logp.add_(self.live_scores[:, :, None]).reshape(n, k * vocab)  # log P of every extension
-        top, index = row_topk(cand, min(2 * k, k * vocab))  # (n, c), sorted
+        n, k, vocab = scores.shape
+        offsets = self.live_scores if lse is None else self.live_scores - lse.view(n, k)  # (n, k)
+        top, index = beam_top(scores, offsets, min(2 * k, k * vocab))  # (n, c) log P, sorted
         beam, token = index // vocab, index % vocab
         total = self.live_seqs.size(2)
         seqs = self.live_seqs.gather(1, beam[:, :, None].expand(-1, -1, total))  # (n, c, T)
@@ -143,6 +146,14 @@ class Beams:
         ]
 
 
+def step_scores(stepper: Stepper, tokens: Tensor) -> tuple[Tensor, Tensor | None]:
+    """A step's logits (rows, vocab) and their log-normalisers (rows,) where the stepper gives them
+    (`logits_and_normalizers`: the log-probabilities are then never written out), else its
+    log-probabilities and None. Masks (`SearchRules.mask`) keep or remove values: either takes them."""
+    both = getattr(stepper, "logits_and_normalizers", None)
+    return (stepper.step(tokens), None) if both is None else both(tokens)
+
+
 def run_beams(stepper: Stepper, beams: Beams, n_best: int, rules: SearchRules) -> list[list[Hypothesis]]:
     """Beam search of the sentences `beams` starts with (n, k hypotheses each; the stepper holds
     n * k rows, sentence-major). Returns for each sentence up to n_best hypotheses, best first."""
@@ -151,9 +162,9 @@ def run_beams(stepper: Stepper, beams: Beams, n_best: int, rules: SearchRules) -
     tokens = torch.full((n * k,), rules.start_id, dtype=torch.long, device=beams.live_scores.device)
     for step in range(1, int(beams.max_lens.max()) + 2 if n else 0):
         rules.check_stop(step)
-        logp = stepper.step(tokens)  # (n * k, vocab)
-        logp = rules.mask(logp.view(-1, k, logp.size(-1)), step, beams.max_lens, beams.ids)
-        beam, last = beams.advance(logp, step, rules.eos_id, rules.lp(float(step)))  # (n, k)
+        scores, lse = step_scores(stepper, tokens)  # (n * k, vocab), (n * k,) | None
+        scores = rules.mask(scores.view(-1, k, scores.size(-1)), step, beams.max_lens, beams.ids)
+        beam, last = beams.advance(scores, step, rules.eos_id, rules.lp(float(step)), lse)  # (n, k)
         done = beams.done(step, n_best, rules)
         rows = beam + torch.arange(0, beam.numel(), k, device=beam.device)[:, None]  # flat row index
         if not bool(done.any()):

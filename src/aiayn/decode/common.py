@@ -29,7 +29,9 @@ class SearchStopped(Exception):
 
 
 class Stepper(Protocol):
-    """What a search needs of a model: one decoding step and control of the cached rows."""
+    """What a search needs of a model: one decoding step and control of the cached rows. A stepper
+    may also give a step's logits and their log-normalisers (`logits_and_normalizers(tokens)`, as
+    `TransformerStepper`): beam search then never writes the log-probabilities out."""
 
     def step(self, tokens: Tensor) -> Tensor:
         """tokens (rows,) -> next-token log-probabilities (rows, vocab), float32."""

@@ -192,9 +192,13 @@ class ConstrainedBeams(Beams):
         live = {met: [c for c in bank if c[2] != eos_id] for met, bank in banks.items()}
         return ending, _deal(live, k)
 
-    def advance(self, logp: Tensor, step: int, eos_id: int, lp: float) -> tuple[Tensor, Tensor]:
+    def advance(
+        self, logp: Tensor, step: int, eos_id: int, lp: float, lse: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """As `Beams.advance`, with the places dealt by dynamic beam allocation."""
         n, k, vocab = logp.shape
+        if lse is not None:  # logits: log P = logits - lse
+            logp = logp.sub_(lse.view(n, k, 1))
         self.block_eos(logp, step, eos_id)
         cand = self.live_scores[:, :, None] + logp  # (n, k, vocab)
         index = cand.view(n, k * vocab).topk(min(2 * k, k * vocab), dim=1).indices  # (n, c)

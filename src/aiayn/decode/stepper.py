@@ -36,6 +36,7 @@ from aiayn.decode.speculative import Draft, speculative_search
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
 from aiayn.runtime.native_step import decode_step
+from aiayn.runtime.scores import log_normalizers
 
 # Sinusoidal positions have no table, but attention cost and cache memory grow with length:
 # longer texts are translated in parts (sentences; by the translator) and outputs capped.
@@ -80,16 +81,23 @@ class TransformerStepper:
         self.state = model.start_decoding(memory, mask, max_steps, beam)  # n * beam rows
         self.output = None if kept is None else KeptOutput(model, kept)
 
+    def _logits(self, tokens: Tensor) -> Tensor:
+        """tokens (rows,) -> logits (rows, vocab or kept) in float32; the step native where attached."""
+        if self.output is not None:
+            return self.output.step(tokens, self.state).float()  # (rows, kept)
+        return decode_step(self.model, tokens, self.state).float()  # (rows, vocab)
+
     def step(self, tokens: Tensor) -> Tensor:
         """tokens (rows,) -> log-probabilities (rows, vocab or kept) in float32, written over the
         logits (this step's own tensor): a fresh one costs its pages again every step on the CPU."""
-        if self.output is not None:
-            logits = self.output.step(tokens, self.state).float()  # (rows, kept)
-        else:
-            logits = decode_step(
-                self.model, tokens, self.state
-            ).float()  # (rows, vocab); native where attached
+        logits = self._logits(tokens)
         return torch.log_softmax(logits, dim=-1, out=None if logits.requires_grad else logits)
+
+    def logits_and_normalizers(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
+        """tokens (rows,) -> the logits (rows, vocab or kept) and their log-normalisers (rows,):
+        log-probabilities = logits - normalisers, never written out (beam search's step)."""
+        logits = self._logits(tokens)
+        return logits, log_normalizers(logits)
 
     def reorder(self, index: Tensor) -> None:
         self.state.reorder(index)

@@ -1,9 +1,11 @@
 """Building and loading the native decoding step's library (`native_step.cpp`; `native_step` uses it).
 
 It is built on first use with the system's C++ compiler against the installed PyTorch (about 20 s,
-once; warnings on, `-Wall -Wextra`, PyTorch's own headers excepted) and cached under
-$XDG_CACHE_HOME/aiayn/native/<key>/ (~/.cache by default), keyed by the source (native_step.cpp
-and the native_layers.h it includes), the compiler, the command, PyTorch and the platform;
+once; warnings on, `-Wall -Wextra`, PyTorch's own headers excepted; `-fopenmp`, so that ATen's
+`parallel_for` in its search kernels runs on PyTorch's threads: the library binds to the libgomp
+PyTorch has loaded) and cached under $XDG_CACHE_HOME/aiayn/native/<key>/ (~/.cache by default),
+keyed by the source (native_step.cpp and the headers it includes), the compiler, the command,
+PyTorch and the platform;
 `torch.ops.load_library` loads it: no Python extension module, no build step at install.
 `AIAYN_NATIVE=0` switches it off.
 
@@ -35,7 +37,7 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).with_name("native_step.cpp")
-HEADERS = [Path(__file__).with_name("native_layers.h")]  # what SOURCE includes: part of the cache key
+HEADERS = [Path(__file__).with_name(h) for h in ("native_layers.h", "native_scores.h")]  # it includes
 LIBRARY = "aiayn_native_step.so"
 ENV = "AIAYN_NATIVE"  # 0: decode in Python
 BUILD_SECONDS = 600  # a compiler that takes longer is given up on (decoding stays in Python)
@@ -63,7 +65,7 @@ def _command(compiler: list[str], source: Path, out: Path) -> list[str]:
     include, lib = root / "include", root / "lib"
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     return [
-        *compiler, "-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wextra",
+        *compiler, "-O2", "-std=c++17", "-fopenmp", "-shared", "-fPIC", "-Wall", "-Wextra",
         f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-isystem", str(include),
         "-isystem", str(include / "torch" / "csrc" / "api" / "include"), str(source), "-o", str(out),
         f"-L{lib}", "-lc10", "-ltorch_cpu", "-ltorch", f"-Wl,-rpath,{lib}",

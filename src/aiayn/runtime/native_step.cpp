@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "native_layers.h"
+#include "native_scores.h"
 
 using at::Tensor;
 using namespace aiayn_native;  // NOLINT: native_layers.h's pieces, used throughout
@@ -378,4 +379,6 @@ TORCH_LIBRARY(aiayn, m) {
       .def("step", &NativeDecoder::step)
       .def("extend", &NativeDecoder::extend)
       .def("propose", &NativeDecoder::propose);
+  m.def("row_log_normalizers(Tensor logits) -> Tensor", &row_log_normalizers);
+  m.def("beam_top(Tensor scores, Tensor offsets, int c) -> (Tensor, Tensor)", &beam_top);
 }
