@@ -9,12 +9,14 @@ from torch import nn
 
 from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.decode.stepper import decode_batch
+from aiayn.model.layers import FeedForward
 from aiayn.model.transformer import Transformer
 from aiayn.runtime import linear as linear_module
 from aiayn.runtime.linear import (
     EXACT_ROWS,
     KERNELS,
     ROW_PROBES,
+    PackedFeedForward,
     PackedLinear,
     RoutedLinear,
     RoutedOutputLayer,
@@ -150,16 +152,21 @@ def test_route_linears_leaves_other_modules_as_they_are():
 
 
 def test_row_counts_take_the_kernel_of_their_nearest_probe():
-    """Nearest in log scale: 1 | 2-11 -> 4 | 12-63 -> 32 | 64 and more -> 128."""
-    classes = [row_class(rows) for rows in (1, 2, 4, 11, 12, 32, 63, 64, 128, 5000)]
-    assert classes == [0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+    """Nearest in log scale: 1 | 2-11 -> 4 | 12-63 -> 32 | 64-361 -> 128 | 362 and more -> 1024."""
+    classes = [row_class(rows) for rows in (1, 2, 4, 11, 12, 32, 63, 64, 128, 361, 362, 5000)]
+    assert classes == [0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4]
     assert [ROW_PROBES[row_class(p)] for p in ROW_PROBES] == list(ROW_PROBES)
 
 
 @needs_onednn
 @pytest.mark.parametrize(
     "kernels",
-    [("packed",) * 4, ("mkl",) * 4, ("mkl", "packed", "mkl", "packed"), ("packed", "mkl", "packed", "mkl")],
+    [
+        ("packed",) * len(ROW_PROBES),
+        ("mkl",) * len(ROW_PROBES),
+        ("mkl", "packed", "mkl", "packed", "mkl"),
+        ("packed", "mkl", "packed", "mkl", "packed"),
+    ],
 )
 def test_packed_linear_equals_f_linear_at_every_row_count(kernels):
     torch.manual_seed(0)
@@ -175,7 +182,7 @@ def test_packed_linear_equals_f_linear_at_every_row_count(kernels):
             torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-4)
         x = torch.randn(2, 7, 64)  # (batch, len, in) keeps its leading dimensions
         torch.testing.assert_close(layer(x), F.linear(x, weight, bias), rtol=1e-5, atol=1e-4)
-        layer.keep(("packed",) * 4)  # packed again when a row class takes the packed weight
+        layer.keep(("packed",) * len(ROW_PROBES))  # packed again when a row class takes the packed weight
         torch.testing.assert_close(layer(x), F.linear(x, weight, bias), rtol=1e-5, atol=1e-4)
 
 
@@ -185,7 +192,7 @@ def test_pack_for_inference_keeps_what_the_model_computes(monkeypatch):
     config = ModelConfig(vocab_size=500, d_model=64, d_ff=128, n_heads=4, n_layers=2, dropout=0.0)
     reference = Transformer(config).eval()
     model = copy.deepcopy(reference)
-    monkeypatch.setattr(linear_module, "_kernels", lambda layer: ("packed", "mkl", "packed", "packed"))
+    monkeypatch.setattr(linear_module, "_kernels", lambda layer: ("packed", "mkl", "packed", "packed", "mkl"))
     assert pack_for_inference(model) == 2 * 4 + 2 * 7 + 1  # every linear layer and the output layer
     assert isinstance(model.output_layer, PackedLinear)
     src, tgt = torch.randint(4, 500, (3, 9)), torch.randint(4, 500, (3, 6))
@@ -199,7 +206,7 @@ def test_pack_for_inference_keeps_what_the_model_computes(monkeypatch):
 @needs_onednn
 def test_pack_for_inference_keeps_no_packed_weight_where_packing_does_not_pay(monkeypatch):
     model = Transformer(ModelConfig(vocab_size=50, d_model=32, d_ff=64, n_heads=2, n_layers=1)).eval()
-    monkeypatch.setattr(linear_module, "_kernels", lambda layer: ("mkl",) * 4)
+    monkeypatch.setattr(linear_module, "_kernels", lambda layer: ("mkl",) * len(ROW_PROBES))
     assert pack_for_inference(model) == 0
     layers = [m for m in model.modules() if isinstance(m, PackedLinear)]
     assert len(layers) == 4 + 7 + 1 and all(m.packed is None for m in layers)
@@ -218,3 +225,37 @@ def test_pack_for_inference_does_nothing_without_onednn_routing(monkeypatch):
     assert pack_for_inference(model) == 0  # oneDNN routing off: nothing is measured or packed
     assert not any(isinstance(m, PackedLinear) for m in model.modules())
     assert isinstance(model.output_layer, RoutedOutputLayer)
+
+
+@needs_onednn
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize(
+    "kernels",
+    [("packed",) * len(ROW_PROBES), ("mkl",) * len(ROW_PROBES), ("packed", "mkl", "packed", "mkl", "packed")],
+)
+def test_packed_feed_forward_computes_eq_2(activation, kernels):
+    torch.manual_seed(0)
+    ffn = FeedForward(48, 96, activation).eval()
+    l1, l2 = ffn.linear1, ffn.linear2
+    packed = PackedFeedForward(
+        PackedLinear(l1.weight, l1.bias, kernels), PackedLinear(l2.weight, l2.bias, kernels), ffn.activation
+    )
+    with torch.inference_mode():
+        for rows in (1, 3, 40, 65, 200, 400):  # every row class, padded rows among them
+            x = torch.randn(2, rows, 48)
+            h = ffn.activation(F.linear(x.double(), l1.weight.double(), l1.bias.double()))
+            expected = F.linear(h, l2.weight.double(), l2.bias.double())  # float64
+            torch.testing.assert_close(packed(x).double(), expected, rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+def test_pack_for_inference_puts_packed_feed_forwards_in_place(monkeypatch):
+    model = Transformer(ModelConfig(vocab_size=50, d_model=32, d_ff=64, n_heads=2, n_layers=2)).eval()
+    ffns = [layer.ffn for layer in [*model.encoder.layers, *model.decoder.layers]]
+    names = {k for k in model.state_dict() if ".ffn." in k}
+    monkeypatch.setattr(linear_module, "_kernels", lambda layer: ("packed",) * len(ROW_PROBES))
+    pack_for_inference(model)
+    now = [layer.ffn for layer in [*model.encoder.layers, *model.decoder.layers]]
+    assert all(isinstance(f, PackedFeedForward) for f in now)
+    assert all(n.linear1.weight is f.linear1.weight for n, f in zip(now, ffns, strict=True))
+    assert {k for k in model.state_dict() if ".ffn." in k} == names  # saved under the same names
