@@ -263,16 +263,21 @@ class PackedLinear(nn.Module):
         return y[:rows].view(*x.shape[:-1], self.out_features)
 
 
-def _best_seconds(fn, budget: float = 0.01) -> float:
-    """The fastest of 2-5 timed calls (more while they take under `budget` seconds in all), after
-    one untimed call that builds oneDNN's primitive for the shape."""
-    fn()
-    best, spent, runs = float("inf"), 0.0, 0
-    while runs < 5 and (runs < 2 or spent < budget):
-        start = time.perf_counter()
+def _best_seconds(calls: dict, budget: float = 0.02) -> dict[str, float]:
+    """The fastest of 2-5 timed calls of each of `calls` (name: function), taken in turn (so that a
+    moment in which the machine runs slow costs each alike; more rounds while they take under
+    `budget` seconds in all), after one untimed call each that builds oneDNN's primitive."""
+    best = {name: float("inf") for name in calls}
+    for fn in calls.values():
         fn()
-        took = time.perf_counter() - start
-        best, spent, runs = min(best, took), spent + took, runs + 1
+    spent, runs = 0.0, 0
+    while runs < 5 and (runs < 2 or spent < budget):
+        for name, fn in calls.items():
+            start = time.perf_counter()
+            fn()
+            took = time.perf_counter() - start
+            best[name], spent = min(best[name], took), spent + took
+        runs += 1
     return best
 
 
@@ -287,7 +292,7 @@ def _kernels(layer: PackedLinear) -> tuple[str, ...]:
                 "mkl": lambda x=x: F.linear(x, layer.weight, layer.bias),
                 "packed": lambda x=x, rows=rows: layer.packed_product(x, rows),
             }
-            seconds = {name: _best_seconds(calls[name]) for name in KERNELS}
+            seconds = _best_seconds(calls)
             chosen.append(min(KERNELS, key=seconds.__getitem__))
     return tuple(chosen)
 
