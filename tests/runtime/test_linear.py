@@ -152,9 +152,9 @@ def test_route_linears_leaves_other_modules_as_they_are():
 
 
 def test_row_counts_take_the_kernel_of_their_nearest_probe():
-    """Nearest in log scale: 1 | 2-11 -> 4 | 12-63 -> 32 | 64-361 -> 128 | 362 and more -> 1024."""
-    classes = [row_class(rows) for rows in (1, 2, 4, 11, 12, 32, 63, 64, 128, 361, 362, 5000)]
-    assert classes == [0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4]
+    """Nearest in log scale: 1 | 2-11 -> 4 | 12-63 -> 32 | 64 and more -> 128."""
+    classes = [row_class(rows) for rows in (1, 2, 4, 11, 12, 32, 63, 64, 128, 5000)]
+    assert classes == [0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
     assert [ROW_PROBES[row_class(p)] for p in ROW_PROBES] == list(ROW_PROBES)
 
 
@@ -164,8 +164,8 @@ def test_row_counts_take_the_kernel_of_their_nearest_probe():
     [
         ("packed",) * len(ROW_PROBES),
         ("mkl",) * len(ROW_PROBES),
-        ("mkl", "packed", "mkl", "packed", "mkl"),
-        ("packed", "mkl", "packed", "mkl", "packed"),
+        ("mkl", "packed", "mkl", "packed"),
+        ("packed", "mkl", "packed", "mkl"),
     ],
 )
 def test_packed_linear_equals_f_linear_at_every_row_count(kernels):
@@ -192,7 +192,7 @@ def test_pack_for_inference_keeps_what_the_model_computes(monkeypatch):
     config = ModelConfig(vocab_size=500, d_model=64, d_ff=128, n_heads=4, n_layers=2, dropout=0.0)
     reference = Transformer(config).eval()
     model = copy.deepcopy(reference)
-    monkeypatch.setattr(linear_module, "_kernels", lambda layer: ("packed", "mkl", "packed", "packed", "mkl"))
+    monkeypatch.setattr(linear_module, "_kernels", lambda layer: ("packed", "mkl", "packed", "packed"))
     assert pack_for_inference(model) == 2 * 4 + 2 * 7 + 1  # every linear layer and the output layer
     assert isinstance(model.output_layer, PackedLinear)
     src, tgt = torch.randint(4, 500, (3, 9)), torch.randint(4, 500, (3, 6))
@@ -231,7 +231,7 @@ def test_pack_for_inference_does_nothing_without_onednn_routing(monkeypatch):
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize(
     "kernels",
-    [("packed",) * len(ROW_PROBES), ("mkl",) * len(ROW_PROBES), ("packed", "mkl", "packed", "mkl", "packed")],
+    [("packed",) * len(ROW_PROBES), ("mkl",) * len(ROW_PROBES), ("packed", "mkl", "packed", "mkl")],
 )
 def test_packed_feed_forward_computes_eq_2(activation, kernels):
     torch.manual_seed(0)

@@ -96,6 +96,17 @@ def test_beam_top_fills_missing_candidates_with_minus_inf():
     assert ((index >= 0) & (index < 15)).all()
 
 
+def test_a_row_with_a_nan_normaliser_ranks_first_as_topk_ranks_nan():
+    s = torch.zeros(2, 2, 70)
+    s[:, :, 5] = 1.0
+    off = torch.tensor([[0.0, math.nan], [0.0, 0.0]])  # sentence 0's row 1: NaN logits upstream
+    values, index = torch.ops.aiayn.beam_top(s, off, 3)
+    assert math.isnan(values[0, 0]) and 70 <= index[0, 0] < 140  # then the finite ones
+    assert values[0, 1:].tolist() == [1.0, 0.0] and index[0, 1] == 5
+    assert values[1].tolist() == [1.0, 1.0, 0.0]
+    assert torch.isnan(_beam_top_reference(s, off, 3)[0][0, 0])  # topk: the same first place
+
+
 def test_beam_top_rejects_a_bad_count():
     with pytest.raises(RuntimeError, match="is not in"):
         torch.ops.aiayn.beam_top(torch.zeros(1, 2, 3), torch.zeros(1, 2), 7)

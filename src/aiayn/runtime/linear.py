@@ -197,8 +197,8 @@ def route_linears(model: nn.Module) -> nn.Module:
 
 
 KERNELS = ("mkl", "packed")  # F.linear; oneDNN with the weight packed once (unpacked, it reorders every call)
-ROW_PROBES = (1, 4, 32, 128, 1024)  # one row; a sentence's beams; a batch; a batch of beams; an encoder's
-_ROW_BOUNDS = (2, 12, 64, 362)  # between the probes, in log scale: a row count takes its nearest probe's
+ROW_PROBES = (1, 4, 32, 128)  # one row; one sentence's beams; a batch of sentences; a batch of beams
+_ROW_BOUNDS = (2, 12, 64)  # between the probes, in log scale: a row count takes its nearest probe's kernel
 
 
 # One row (a single sentence's greedy step) takes oneDNN's packed weight, untimed: its products give

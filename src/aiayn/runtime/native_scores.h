@@ -47,7 +47,7 @@ __attribute__((always_inline)) inline f8 exp_nonpositive(const f8& in) {
   const f8 low = (r + 1.0f) + r2 * (r * (1.0f / 6) + 0.5f);
   const f8 high = (r * (1.0f / 120) + 1.0f / 24) + r2 * (r * (1.0f / 5040) + 1.0f / 720);
   const f8 p = low + r4 * high;
-  const u8 scale = (u8)(rounded + 127) << 23;  // 2^n, n in [-125, 0] (NaN: any, p is NaN)
+  const u8 scale = (u8)(rounded + 127) << 23;  // 2^n, n in [-126, 0] (NaN: any, p is NaN)
   f8 two_n;
   std::memcpy(&two_n, &scale, sizeof two_n);
   return p * two_n;
@@ -148,6 +148,16 @@ __attribute__((always_inline)) inline void row_top(const float* x, int64_t width
   }
 }
 
+// A NaN candidate (index `at`) put first in values/index (c slots, best first), the others moved down.
+inline void nan_first(int64_t at, int64_t c, float* values, int64_t* index) {
+  for (int64_t i = c - 1; i > 0; --i) {
+    values[i] = values[i - 1];
+    index[i] = index[i - 1];
+  }
+  values[0] = std::numeric_limits<float>::quiet_NaN();
+  index[0] = at;
+}
+
 __attribute__((target("avx2,fma"))) inline float row_lse_avx2(const float* x, int64_t width) {
   return row_lse(x, width);
 }
@@ -186,7 +196,9 @@ inline Tensor row_log_normalizers(const Tensor& logits) {
 
 // scores (n, k, vocab), offsets (n, k) -> the c largest scores[i, j, v] + offsets[i, j] of each
 // sentence i, sorted (n, c), and their indices into its k * vocab candidates (j * vocab + v);
-// -inf (index 0) where fewer than c are above -inf. Equal candidates: the lower index first.
+// -inf (index 0) where fewer than c are above -inf. Equal candidates: the lower index first. A row
+// whose offset is NaN gives one NaN candidate, ranked first (as topk ranks NaN); NaN scores in a row
+// with a finite offset are not candidates (a NaN logit makes its row's normaliser NaN).
 inline std::tuple<Tensor, Tensor> beam_top(const Tensor& scores, const Tensor& offsets, int64_t c) {
   check_scores(scores, 3, "scores");
   check_scores(offsets, 2, "offsets");
@@ -204,6 +216,10 @@ inline std::tuple<Tensor, Tensor> beam_top(const Tensor& scores, const Tensor& o
     for (int64_t i = begin; i < end; ++i) {
       for (int64_t j = 0; j < k; ++j) {
         const float* row = x + (i * k + j) * width;
+        if (std::isnan(off[i * k + j])) {  // a row whose normaliser is NaN (NaN logits): NaN first,
+          nan_first(j * width, c, v + i * c, ix + i * c);  // as topk ranks it, so the search sees it
+          continue;
+        }
         if (avx2) {
           row_top_avx2(row, width, off[i * k + j], j * width, c, v + i * c, ix + i * c);
         } else {
