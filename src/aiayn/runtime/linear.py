@@ -302,8 +302,9 @@ class PackedFeedForward(nn.Module):
     products on the packed weight for the row count, ReLU is oneDNN's post-op of the first and the
     rows are padded once for both; otherwise each layer takes its own kernel and ReLU runs in
     place. The hidden activations (rows, d_ff), the largest tensor of an encoder layer, are then
-    neither copied nor allocated twice: the quickstart student's encoder 5-9% faster (a 2-core Zen
-    3, BENCHMARKS.md). Other activations run as the model's, other layers (int8) as they are."""
+    neither copied nor allocated twice (one pass and one allocation fewer per layer; the student's
+    translation 1.01-1.04x on a 2-core Zen 3, docs/history.md s24). Other activations run as the
+    model's, other layers (int8, swapped in later) as they are."""
 
     def __init__(self, linear1: PackedLinear, linear2: PackedLinear, activation) -> None:
         super().__init__()

@@ -3,7 +3,8 @@
 It is built on first use with the system's C++ compiler against the installed PyTorch (about 20 s,
 once; warnings on, `-Wall -Wextra`, PyTorch's own headers excepted; `-fopenmp`, so that ATen's
 `parallel_for` in its search kernels runs on PyTorch's threads: the library binds to the libgomp
-PyTorch has loaded) and cached under $XDG_CACHE_HOME/aiayn/native/<key>/ (~/.cache by default),
+PyTorch has loaded; a compiler without OpenMP, such as clang without libomp, fails the build and
+decoding stays in Python) and cached under $XDG_CACHE_HOME/aiayn/native/<key>/ (~/.cache by default),
 keyed by the source (native_step.cpp and the headers it includes), the compiler, the command,
 PyTorch and the platform;
 `torch.ops.load_library` loads it: no Python extension module, no build step at install.
