@@ -62,14 +62,14 @@ def test_batches_are_the_teachers_greedy_outputs(translator, speculative, which,
 
 @pytest.mark.parametrize("k", [1, 3, 8])
 def test_in_a_batch_each_row_has_the_teachers_bits(speculative, k):
-    """With the native step the teacher's products are row-invariant (every row class packed, which
+    """With the native step the teacher's products are row-invariant (every row class takes the panels, which
     loading a draft sets) and rows at different lengths attend in groups of one length: the scores
     of a speculative batch are its teacher's greedy scores to the last bit, not within a tolerance."""
     spec = speculative["trained"]
     if native_decoder(spec.model) is None:
         pytest.skip("the native step is not built here: the Python pass sums masked rows in another order")
     decoding = [*spec.model.decoder.modules(), spec.model.output_layer]
-    assert {m.kernels for m in decoding if isinstance(m, PackedLinear)} == {("packed",) * len(ROW_PROBES)}
+    assert {m.kernels for m in decoding if isinstance(m, PackedLinear)} == {("panels",) * len(ROW_PROBES)}
     teacher = Translator(spec.model, spec.tokenizer, spec.info)  # the same weights, no draft
     expected = _greedy(teacher, TEXTS)
     spec.draft.stats.__init__()

@@ -299,7 +299,7 @@ def _decoder(layers: int = 1, norms: int = 3, d: int = 8, vocab: int = 11) -> to
     native = torch.classes.aiayn.NativeDecoder(2, 4, 4, False, "relu", 1e-5)
     shapes = [(3 * d, d), (d, d), (d, d), (d, d), (16, d), (d, 16)] * layers + [(vocab, d)]
     for out, inp in shapes:
-        native.add_float(torch.randn(out, inp), torch.randn(out), None, [False] * 4)
+        native.add_float(torch.randn(out, inp), torch.randn(out), None, None, [0] * 4)
     for _ in range(norms):
         native.add_norm(torch.ones(d), torch.zeros(d))
     return native
@@ -359,11 +359,17 @@ def test_what_the_library_is_given_is_checked():
         torch.classes.aiayn.NativeDecoder(0, 4, 4, False, "relu", 1e-5)
     native = torch.classes.aiayn.NativeDecoder(2, 4, 4, False, "relu", 1e-5)
     with pytest.raises(RuntimeError, match="a row class takes the packed weight, and there is none"):
-        native.add_float(torch.randn(3, 8), None, None, [True] * 4)
+        native.add_float(torch.randn(3, 8), None, None, None, [1] * 4)
+    with pytest.raises(RuntimeError, match="a row class takes the panels, and there are none"):
+        native.add_float(torch.randn(3, 8), None, None, None, [2] * 4)
+    with pytest.raises(RuntimeError, match="kernel 3 is not 0"):
+        native.add_float(torch.randn(3, 8), None, None, None, [3] * 4)
+    with pytest.raises(RuntimeError, match="panels are not pack_panels of the weight's shape"):
+        native.add_float(torch.randn(3, 8), None, None, torch.zeros(1, 8, 8), [2] * 4)
     with pytest.raises(RuntimeError, match="a bias of 2 for 3 outputs"):
-        native.add_float(torch.randn(3, 8), torch.randn(2), None, [False] * 4)
+        native.add_float(torch.randn(3, 8), torch.randn(2), None, None, [0] * 4)
     with pytest.raises(RuntimeError, match="a weight must be a 2-d float32 tensor"):
-        native.add_float(torch.randn(3, 8).double(), None, None, [False] * 4)
+        native.add_float(torch.randn(3, 8).double(), None, None, None, [0] * 4)
     with pytest.raises(RuntimeError, match="a norm's weight and bias differ in size"):
         native.add_norm(torch.ones(8), torch.zeros(7))
 

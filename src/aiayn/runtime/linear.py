@@ -196,17 +196,28 @@ def route_linears(model: nn.Module) -> nn.Module:
     return model
 
 
-KERNELS = ("mkl", "packed")  # F.linear; oneDNN with the weight packed once (unpacked, it reorders every call)
+KERNELS = ("mkl", "packed", "panels")  # F.linear; oneDNN's packed weight; the native panels (below)
 ROW_PROBES = (1, 4, 32, 128)  # one row; one sentence's beams; a batch of sentences; a batch of beams
 _ROW_BOUNDS = (2, 12, 64)  # between the probes, in log scale: a row count takes its nearest probe's kernel
 
 
-# One row (a single sentence's greedy step) takes oneDNN's packed weight, untimed: its products give
-# a row the same bits whatever the number of rows (MKL's do not: one row is a matrix-vector product),
-# so speculative decoding's pass over k + 1 positions computes exactly the single steps' logits
-# (aiayn.decode.speculative). The native step calls it from C++, where it costs what MKL's does: a
-# tiny-model step of one row 1.31 ms packed against 1.35 with MKL's 1-row choices (2-core Zen 3).
-ONE_ROW: str | None = "packed"  # None: timed like the other row classes (benchmarks/packed_memory.py)
+# One row (a single sentence's greedy step) takes the native panels untimed (oneDNN's packed weight
+# where the native library is not built): a row's product then has the same bits whatever the
+# number of rows, and one row costs what reading the weight costs. On a 2-core Zen 3 the 19 products
+# of a tiny-model step took 0.36 ms with panels, 1.57 packed, 2.17 with MKL (docs/history.md s25).
+ONE_ROW: str | None = "panels"  # None: timed like the other row classes (benchmarks/packed_memory.py)
+
+
+def panels_available() -> bool:
+    """Whether the native panel product (aiayn/runtime/native_panels.h) is built and loaded here."""
+    from aiayn.runtime import native_build  # the library registers torch.ops.aiayn on loading
+
+    return native_build.load()
+
+
+def _invariant_kernel() -> str:
+    """The kernel whose rows' bits do not depend on the row count: the panels, else oneDNN's packed."""
+    return "panels" if panels_available() else "packed"
 
 
 def row_class(rows: int) -> int:
@@ -236,24 +247,32 @@ class PackedLinear(nn.Module):
         self.out_features, self.in_features = weight.shape
         self.weight, self.bias = weight, bias  # the model's own parameters: still counted, still saved
         self.packed: Tensor | None = None
+        self.panels: Tensor | None = None
         self.keep(kernels or ("packed",) * len(ROW_PROBES))
 
     def keep(self, kernels: tuple[str, ...]) -> None:
         """Compute with `kernels` (one of KERNELS per row class) from now on; the weight is packed
-        (reordered once for oneDNN) only while some row class uses it."""
+        (reordered once for oneDNN) and put in panels only while some row class uses them."""
         self.kernels = kernels
+        weight = self.weight.detach().float().contiguous()
         if "packed" not in kernels:
             self.packed = None
         elif self.packed is None:
-            weight = self.weight.detach().float().contiguous()
             self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, 64)
+        if "panels" not in kernels:
+            self.panels = None
+        elif self.panels is None:
+            self.panels = torch.ops.aiayn.pack_panels(weight)  # (out / 16, in, 16)
 
     def forward(self, x: Tensor, *model_weights: Tensor | None) -> Tensor:
         """x (..., in) float32 on the CPU -> (..., out). As a Transformer's pre-softmax layer it is
         also passed the model's output weight and bias (`model_weights`): its own already."""
         rows = x.numel() // x.size(-1)
-        if self.kernels[row_class(rows)] == "mkl":
+        kernel = self.kernels[row_class(rows)]
+        if kernel == "mkl":
             return F.linear(x, self.weight, self.bias)
+        if kernel == "panels":
+            return self.panel_product(x, rows)
         return self.packed_product(x, rows)
 
     def packed_product(self, x: Tensor, rows: int) -> Tensor:
@@ -261,6 +280,12 @@ class PackedLinear(nn.Module):
         x2 = _pad_rows(x.reshape(rows, x.size(-1)))  # (padded rows, in)
         y = torch.ops.mkldnn._linear_pointwise(x2, self.packed, self.bias, "none", [], "")
         return y[:rows].view(*x.shape[:-1], self.out_features)
+
+    def panel_product(self, x: Tensor, rows: int, relu: bool = False) -> Tensor:
+        """x (..., in) with `rows` rows -> (..., out), through the panels (max(0, .) if `relu`)."""
+        x2 = x.reshape(rows, x.size(-1))  # (rows, in)
+        y = torch.ops.aiayn.panel_linear(x2, self.panels, self.out_features, self.bias, relu)
+        return y.view(*x.shape[:-1], self.out_features)
 
 
 def _best_seconds(calls: dict, budget: float = 0.02) -> dict[str, float]:
@@ -282,9 +307,12 @@ def _best_seconds(calls: dict, budget: float = 0.02) -> dict[str, float]:
 
 
 def _kernels(layer: PackedLinear) -> tuple[str, ...]:
-    """The fastest of KERNELS for `layer`'s weight at each of ROW_PROBES rows, timed on this machine;
-    one row takes the packed weight (`ONE_ROW`; None: timed too)."""
-    chosen = [] if ONE_ROW is None else [ONE_ROW]
+    """The fastest of KERNELS for `layer`'s weight at each of ROW_PROBES rows, timed on this machine
+    (the panels where the native library is built); one row takes `ONE_ROW` (None: timed too)."""
+    panels = panels_available()
+    chosen = [] if ONE_ROW is None else [ONE_ROW if panels or ONE_ROW != "panels" else "packed"]
+    if panels:
+        layer.keep(("packed", "panels"))
     with torch.inference_mode():
         for rows in ROW_PROBES[len(chosen) :]:
             x = torch.randn(rows, layer.in_features)
@@ -292,8 +320,10 @@ def _kernels(layer: PackedLinear) -> tuple[str, ...]:
                 "mkl": lambda x=x: F.linear(x, layer.weight, layer.bias),
                 "packed": lambda x=x, rows=rows: layer.packed_product(x, rows),
             }
+            if panels:
+                calls["panels"] = lambda x=x, rows=rows: layer.panel_product(x, rows)
             seconds = _best_seconds(calls)
-            chosen.append(min(KERNELS, key=seconds.__getitem__))
+            chosen.append(min(calls, key=seconds.__getitem__))
     return tuple(chosen)
 
 
@@ -316,8 +346,10 @@ class PackedFeedForward(nn.Module):
         rows = x.numel() // x.size(-1)
         first, second = self.linear1, self.linear2  # quantize_int8 may have replaced them since
         c = row_class(rows)
-        packed = all(isinstance(m, PackedLinear) and m.kernels[c] == "packed" for m in (first, second))
-        if self.relu and packed:
+        kernels = {m.kernels[c] if isinstance(m, PackedLinear) else "" for m in (first, second)}
+        if self.relu and kernels == {"panels"}:
+            return second.panel_product(first.panel_product(x, rows, relu=True), rows)
+        if self.relu and kernels == {"packed"}:
             x2 = _pad_rows(x.reshape(rows, x.size(-1)))  # (padded rows, d_model)
             h = torch.ops.mkldnn._linear_pointwise(x2, first.packed, first.bias, "relu", [], "")
             y = torch.ops.mkldnn._linear_pointwise(h, second.packed, second.bias, "none", [], "")
@@ -337,14 +369,15 @@ def _pack_feed_forwards(model: nn.Module) -> None:
 
 
 def row_invariant(*modules: nn.Module) -> int:
-    """Make every `PackedLinear` in `modules` take the packed weight for every row count: a row's
-    product then has the same bits whatever the number of rows (oneDNN's packed kernels), so a
-    batch's rows compute what they would in any other batch. Speculative decoding's teacher needs
-    it in its decoder and output layer (aiayn.decode.speculative); re-attach a native decoder
-    after. Returns how many layers."""
+    """Make every `PackedLinear` in `modules` take one kernel whose rows' bits do not depend on the
+    row count for every row count (the native panels, else oneDNN's packed weight), so a batch's rows
+    compute what they would in any other batch. Speculative decoding's teacher needs it in its
+    decoder and output layer (aiayn.decode.speculative); re-attach a native decoder after. Returns
+    how many layers."""
     layers = [m for module in modules for m in module.modules() if isinstance(m, PackedLinear)]
+    kernel = _invariant_kernel()
     for layer in layers:
-        layer.keep(("packed",) * len(ROW_PROBES))
+        layer.keep((kernel,) * len(ROW_PROBES))
     return len(layers)
 
 

@@ -38,7 +38,16 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).with_name("native_step.cpp")
-HEADERS = [Path(__file__).with_name(h) for h in ("native_layers.h", "native_scores.h")]  # it includes
+HEADERS = [
+    Path(__file__).with_name(h)
+    for h in (
+        "native_attention.h",
+        "native_layers.h",
+        "native_panels.h",
+        "native_scores.h",
+        "native_vector.h",
+    )
+]  # it includes
 LIBRARY = "aiayn_native_step.so"
 ENV = "AIAYN_NATIVE"  # 0: decode in Python
 BUILD_SECONDS = 600  # a compiler that takes longer is given up on (decoding stays in Python)

@@ -1,5 +1,6 @@
 // The pieces native_step.cpp's decoder is made of: a product by the kernel Python chose for its row
-// class (MKL's sgemm through at::linear, oneDNN with a weight packed once, or FBGEMM's int8), the
+// class (MKL's sgemm through at::linear, oneDNN with a weight packed once, the panels of
+// native_panels.h, or FBGEMM's int8), the
 // weights of a layer norm, the feed-forward activation, and a check of the tensors Python hands in.
 // Included by native_step.cpp (aiayn.runtime.native_build builds it, keyed by both files' bytes).
 #pragma once
@@ -11,6 +12,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "native_panels.h"
 
 namespace aiayn_native {
 
@@ -33,12 +36,16 @@ struct Rows {
   int64_t padded;
 };
 
+// The kernels a row class's products can take (aiayn.runtime.linear.KERNELS, in its order).
+enum class Kernel : int64_t { kMkl = 0, kPacked = 1, kPanels = 2 };
+
 // y = x W^T + b by the kernel aiayn.runtime.linear.PackedLinear (or quantize.Int8Linear) chose.
 struct Linear {
   Tensor weight;                                     // (out, in) float32
   std::optional<Tensor> bias;                        // (out,)
   Tensor packed;                                     // oneDNN's blocked weight, where some row class uses it
-  std::vector<bool> use_packed;                      // per row class
+  Tensor panels;                                     // pack_panels(weight), where some row class uses it
+  std::vector<Kernel> kernel;                        // per row class
   c10::intrusive_ptr<LinearPackedParamsBase> int8;   // FBGEMM's int8 weight, or null
 
   // x (rows, in) contiguous -> (rows, out); `relu` fuses Eq. 2's max(0, .) where the kernel can.
@@ -47,7 +54,9 @@ struct Linear {
       Tensor y = int8->apply_dynamic(x, false);
       return relu ? y.relu_() : y;
     }
-    if (!use_packed[r.row_class]) {  // row_class checked against use_packed's size by step
+    const Kernel k = kernel[r.row_class];  // row_class checked against kernel's size by step
+    if (k == Kernel::kPanels) return panel_linear(x, panels, weight.size(0), bias, relu);
+    if (k == Kernel::kMkl) {
       Tensor y = at::linear(x, weight, bias);
       return relu ? y.relu_() : y;
     }

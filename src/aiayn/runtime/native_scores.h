@@ -17,21 +17,11 @@
 #include <limits>
 #include <tuple>
 
-// 32-byte vectors pass only through inline functions: GCC's note that their ABI differs without
-// AVX concerns calls that never happen (it comes at the end of the file: not popped).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
+#include "native_vector.h"
 
 namespace aiayn_native {
 
 using at::Tensor;
-
-typedef float f8 __attribute__((vector_size(32)));
-typedef int32_t i8 __attribute__((vector_size(32)));
-typedef uint32_t u8 __attribute__((vector_size(32)));
-
-__attribute__((always_inline)) inline f8 broadcast(float a) { return f8{} + a; }
 
 // exp(x) for x <= 0 (x - max of a row), 8 lanes: x = n ln 2 + r, |r| <= ln 2 / 2, exp(r) by its
 // Taylor polynomial to r^7 (truncation < 6e-9 relative; Estrin's scheme), times 2^n built in the

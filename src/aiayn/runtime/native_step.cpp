@@ -27,11 +27,11 @@
 
 #include <cmath>
 #include <limits>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "native_attention.h"
 #include "native_layers.h"
 #include "native_scores.h"
 
@@ -55,13 +55,15 @@ struct NativeDecoder : torch::CustomClassHolder {
     TORCH_CHECK(std::isfinite(eps) && eps >= 0, "layer norm's eps must be finite and >= 0");
   }
 
+  // A float32 layer: its weight and bias, oneDNN's packed weight and the panels where a row class
+  // takes them, and each row class's kernel (aiayn.runtime.linear.KERNELS' index).
   void add_float(Tensor weight, std::optional<Tensor> bias, std::optional<Tensor> packed,
-                 c10::List<bool> use_packed) {
+                 std::optional<Tensor> panels, c10::List<int64_t> kernels) {
     check_float(weight, 2, "a weight");
     if (bias) check_float(*bias, 1, "a bias");
     TORCH_CHECK(!bias || bias->size(0) == weight.size(0), "a bias of ", bias ? bias->size(0) : 0,
                 " for ", weight.size(0), " outputs");
-    const int64_t classes = static_cast<int64_t>(use_packed.size());
+    const int64_t classes = static_cast<int64_t>(kernels.size());
     TORCH_CHECK(classes > 0 && (row_classes < 0 || classes == row_classes),
                 "every linear layer needs one kernel choice per row class, as the first one had");
     row_classes = classes;
@@ -69,9 +71,18 @@ struct NativeDecoder : torch::CustomClassHolder {
     l.weight = weight;
     l.bias = bias;
     if (packed) l.packed = *packed;
-    for (const bool use : use_packed) {
-      TORCH_CHECK(!use || l.packed.defined(), "a row class takes the packed weight, and there is none");
-      l.use_packed.push_back(use);
+    if (panels) {
+      check_float(*panels, 3, "panels");
+      TORCH_CHECK(panels->is_contiguous() && panels->size(0) == (weight.size(0) + kPanel - 1) / kPanel &&
+                      panels->size(1) == weight.size(1) && panels->size(2) == kPanel,
+                  "panels are not pack_panels of the weight's shape");
+      l.panels = *panels;
+    }
+    for (const int64_t k : kernels) {
+      TORCH_CHECK(k >= 0 && k <= 2, "kernel ", k, " is not 0 (MKL), 1 (packed) or 2 (panels)");
+      TORCH_CHECK(k != 1 || l.packed.defined(), "a row class takes the packed weight, and there is none");
+      TORCH_CHECK(k != 2 || l.panels.defined(), "a row class takes the panels, and there are none");
+      l.kernel.push_back(static_cast<Kernel>(k));
     }
     linears.push_back(std::move(l));
   }
@@ -113,14 +124,16 @@ struct NativeDecoder : torch::CustomClassHolder {
     return norm(sublayer(x).add_(x), norm_index);
   }
 
-  // Eq. 1 for one query per row over its row's first `seen` cached positions: q (rows * h, 1, d_k)
-  // scaled and contiguous -> (rows, h * d_v).
-  Tensor attend_cache(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t seen) const {
-    const int64_t rows = cache_k.size(0);
-    Tensor k = cache_k.narrow(2, 0, seen).reshape({rows * heads, seen, d_k});  // a view
-    Tensor v = cache_v.narrow(2, 0, seen).reshape({rows * heads, seen, d_v});
-    Tensor weights = at::_softmax(at::bmm(q, k.transpose(1, 2)), -1, false);  // (rows * h, 1, seen)
-    return at::bmm(weights, v).view({rows, heads * d_v});  // heads concatenated (3.2.2)
+  // Self-attention (Eq. 1, masked: each query over its own prefix) of the queries in qkv's first h
+  // * d_k columns (rows, ...), query i reading cache row cache_row[i] (i where null) up to position
+  // seen[i] - 1 -> (rows, h * d_v), heads concatenated (3.2.2). native_attention.h.
+  Tensor attend_cached(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v, const int64_t* seen,
+                       const int64_t* cache_row) const {
+    const int64_t rows = qkv.size(0);
+    Tensor q = qkv.narrow(1, 0, heads * d_k).contiguous();  // (rows, h * d_k)
+    Tensor out = at::empty({rows, heads * d_v}, qkv.options());
+    attend_self(q, cache_k, cache_v, seen, cache_row, heads, out.data_ptr<float>(), heads * d_v);
+    return out;
   }
 
   // Masked self-attention of one new position over the cache: q, k, v (rows, h, d_k or d_v).
@@ -128,94 +141,52 @@ struct NativeDecoder : torch::CustomClassHolder {
                         int64_t length, const Rows& r) const {
     const int64_t rows = x.size(0), qk = heads * d_k;
     Tensor qkv = linears[6 * layer](x, false, r);  // (rows, 2 * h * d_k + h * d_v)
-    Tensor q = qkv.narrow(1, 0, qk).mul(1.0 / std::sqrt(double(d_k))).view({rows * heads, 1, d_k});
     cache_k.select(2, length).copy_(qkv.narrow(1, qk, qk).view({rows, heads, d_k}));
     cache_v.select(2, length).copy_(qkv.narrow(1, 2 * qk, heads * d_v).view({rows, heads, d_v}));
-    return linears[6 * layer + 1](attend_cache(q, cache_k, cache_v, length + 1), false, r);
+    const std::vector<int64_t> seen(rows, length + 1);
+    return linears[6 * layer + 1](attend_cached(qkv, cache_k, cache_v, seen.data(), nullptr), false, r);
   }
 
-  // Encoder-decoder attention: the `beam` rows of a sentence query its keys together.
-  // q (rows, h * d_k) scaled and contiguous, k_t (n, h, d_k, src), v (n, h, src, d_v), mask (n, 1, 1,
-  // src) True at real source tokens -> (rows, h * d_v).
-  Tensor attend_source(const Tensor& q, const Tensor& k_t, const Tensor& v,
-                       const std::optional<Tensor>& mask) const {
-    const int64_t rows = q.size(0), n = k_t.size(0), beam = rows / n;
-    Tensor scores = at::matmul(q.view({n, beam, heads, d_k}).transpose(1, 2), k_t);  // (n, h, beam, src)
-    if (mask) scores.masked_fill_(mask->logical_not(), -std::numeric_limits<float>::infinity());
-    Tensor weights = at::_softmax(scores, -1, false);
-    return at::matmul(weights, v).transpose(1, 2).reshape({rows, heads * d_v});
-  }
-
+  // Encoder-decoder attention of x's rows (rows, d), `per_sentence` consecutive rows to a sentence:
+  // k_t (n, h, d_k, src), v (n, h, src, d_v), mask (n, 1, 1, src) True at real source tokens.
   Tensor cross_attention(const Tensor& x, int64_t layer, const Tensor& k_t, const Tensor& v,
-                         const std::optional<Tensor>& mask, const Rows& r) const {
-    Tensor q = linears[6 * layer + 2](x, false, r).mul_(1.0 / std::sqrt(double(d_k)));  // (rows, h * d_k)
-    return linears[6 * layer + 3](attend_source(q, k_t, v, mask), false, r);
+                         const std::optional<Tensor>& mask, int64_t per_sentence, const Rows& r) const {
+    Tensor q = linears[6 * layer + 2](x, false, r);  // (rows, h * d_k)
+    Tensor out = at::empty({x.size(0), heads * d_v}, x.options());
+    const Tensor keys = k_t.contiguous(), values = v.contiguous();
+    const Tensor real = mask ? mask->contiguous() : Tensor();
+    attend_source(q.contiguous(), keys, values, mask ? real.data_ptr<bool>() : nullptr, per_sentence, heads,
+                  out.data_ptr<float>(), heads * d_v);
+    return linears[6 * layer + 3](out, false, r);
   }
 
   // The self-attention of m new positions per row (x (rows * m, d), position j of row r at
-  // lengths[r] + j), each over exactly its own prefix; their keys and values written to the caches.
-  // With one length for all rows each position makes the single step's calls (the same bits).
+  // lengths[r] + j), each over exactly its own prefix, as a single step of it attends; their keys
+  // and values written to the caches.
   Tensor self_attention_m(const Tensor& x, int64_t layer, const Tensor& cache_k, const Tensor& cache_v,
                           const Tensor& lengths, int64_t m, bool same, const Rows& r) const {
     const int64_t rows = lengths.size(0), qk = heads * d_k, longest = lengths.max().item<int64_t>();
-    Tensor qkv = linears[6 * layer](x, false, r).view({rows, m, -1});  // (rows, m, 2 * h * d_k + h * d_v)
-    Tensor q = qkv.narrow(2, 0, qk).mul(1.0 / std::sqrt(double(d_k)));  // (rows, m, h * d_k)
-    Tensor k_new = qkv.narrow(2, qk, qk).view({rows, m, heads, d_k});
-    Tensor v_new = qkv.narrow(2, 2 * qk, heads * d_v).view({rows, m, heads, d_v});
-    Tensor position = lengths.view({rows, 1}) + at::arange(m, lengths.options());  // (rows, m)
+    Tensor qkv = linears[6 * layer](x, false, r);  // (rows * m, 2 * h * d_k + h * d_v)
+    Tensor k_new = qkv.narrow(1, qk, qk).view({rows, m, heads, d_k});
+    Tensor v_new = qkv.narrow(1, 2 * qk, heads * d_v).view({rows, m, heads, d_v});
     if (same) {
       cache_k.narrow(2, longest, m).copy_(k_new.transpose(1, 2));
       cache_v.narrow(2, longest, m).copy_(v_new.transpose(1, 2));
-    } else {  // cache[r, :, position[r, j]] = new[r, j]
+    } else {  // cache[r, :, lengths[r] + j] = new[r, j]
       using at::indexing::Slice;
+      Tensor position = lengths.view({rows, 1}) + at::arange(m, lengths.options());  // (rows, m)
       Tensor row = at::arange(rows, lengths.options()).view({rows, 1});
       Tensor(cache_k).index_put_({row, Slice(), position}, k_new);  // the caller's cache, written
       Tensor(cache_v).index_put_({row, Slice(), position}, v_new);
     }
-    Tensor out = at::empty({rows, m, heads * d_v}, x.options());
-    for (int64_t j = 0; j < m; ++j) {
-      Tensor qj = q.select(1, j).contiguous().view({rows * heads, 1, d_k});
-      if (same) {
-        out.select(1, j).copy_(attend_cache(qj, cache_k, cache_v, longest + j + 1));
-      } else {
-        attend_by_length(qj, cache_k, cache_v, position.select(1, j), out.select(1, j));
-      }
+    std::vector<int64_t> seen(rows * m), cache_row(rows * m);
+    auto length_of = lengths.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < rows * m; ++i) {
+      cache_row[i] = i / m;
+      seen[i] = length_of[i / m] + i % m + 1;
     }
-    return linears[6 * layer + 1](out.view({rows * m, heads * d_v}), false, r);
-  }
-
-  // Rows at different positions (rows * h, 1, d_k queries, row r at position[r]): the rows at one
-  // position attend together over exactly their prefix, with the single step's calls and no mask,
-  // so each row's output has the bits a step of rows sharing its length gives it (a masked softmax
-  // over a longer row would sum in another order). -> written into out (rows, h * d_v).
-  void attend_by_length(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, const Tensor& position,
-                        Tensor out) const {
-    const int64_t rows = position.size(0);
-    std::map<int64_t, std::vector<int64_t>> groups;  // position -> its rows
-    auto position_of = position.accessor<int64_t, 1>();
-    for (int64_t i = 0; i < rows; ++i) groups[position_of[i]].push_back(i);
-    Tensor q_rows = q.view({rows, heads, 1, d_k});
-    for (const auto& [pos, members] : groups) {
-      Tensor index = at::tensor(members, position.options());
-      Tensor qg = q_rows.index_select(0, index).view({-1, 1, d_k});  // (group * h, 1, d_k)
-      Tensor kg = cache_k.narrow(2, 0, pos + 1).index_select(0, index);  // (group, h, pos + 1, d_k)
-      Tensor vg = cache_v.narrow(2, 0, pos + 1).index_select(0, index);
-      out.index_copy_(0, index, attend_cache(qg, kg, vg, pos + 1));
-    }
-  }
-
-  // Encoder-decoder attention of m new positions per row, x (rows * m, d): one position at a time,
-  // as the single step makes it.
-  Tensor cross_attention_m(const Tensor& x, int64_t layer, int64_t m, const Tensor& k_t, const Tensor& v,
-                           const std::optional<Tensor>& mask, const Rows& r) const {
-    const int64_t rows = x.size(0) / m;
-    Tensor q = linears[6 * layer + 2](x, false, r).mul_(1.0 / std::sqrt(double(d_k)));  // (rows * m, h * d_k)
-    q = q.view({rows, m, heads * d_k});
-    Tensor out = at::empty({rows, m, heads * d_v}, x.options());
-    for (int64_t j = 0; j < m; ++j) {
-      out.select(1, j).copy_(attend_source(q.select(1, j).contiguous(), k_t, v, mask));
-    }
-    return linears[6 * layer + 3](out.view({rows * m, heads * d_v}), false, r);
+    Tensor out = attend_cached(qkv, cache_k, cache_v, seen.data(), cache_row.data());  // (rows * m, h * d_v)
+    return linears[6 * layer + 1](out, false, r);
   }
 
   Tensor feed_forward(const Tensor& x, int64_t layer, const Rows& r) const {
@@ -292,7 +263,9 @@ struct NativeDecoder : torch::CustomClassHolder {
     return through(
         x.contiguous(), n_layers, r,
         [&](const Tensor& in, int64_t i) { return self_attention(in, i, cache_k[i], cache_v[i], length, r); },
-        [&](const Tensor& in, int64_t i) { return cross_attention(in, i, cross_k_t[i], cross_v[i], mask, r); });
+        [&](const Tensor& in, int64_t i) {
+          return cross_attention(in, i, cross_k_t[i], cross_v[i], mask, rows / cross_k_t[i].size(0), r);
+        });
   }
 
   // Several new positions per row in one call (speculative decoding's check): x (rows, m, d), the
@@ -321,7 +294,9 @@ struct NativeDecoder : torch::CustomClassHolder {
         [&](const Tensor& in, int64_t i) {
           return self_attention_m(in, i, cache_k[i], cache_v[i], lengths, m, same, r);
         },
-        [&](const Tensor& in, int64_t i) { return cross_attention_m(in, i, m, cross_k_t[i], cross_v[i], mask, r); });
+        [&](const Tensor& in, int64_t i) {
+          return cross_attention(in, i, cross_k_t[i], cross_v[i], mask, m * (rows / cross_k_t[i].size(0)), r);
+        });
     return logits.view({rows, m, logits.size(1)});
   }
 
@@ -381,4 +356,6 @@ TORCH_LIBRARY(aiayn, m) {
       .def("propose", &NativeDecoder::propose);
   m.def("row_log_normalizers(Tensor logits) -> Tensor", &row_log_normalizers);
   m.def("beam_top(Tensor scores, Tensor offsets, int c) -> (Tensor, Tensor)", &beam_top);
+  m.def("pack_panels(Tensor weight) -> Tensor", &pack_panels);
+  m.def("panel_linear(Tensor x, Tensor panels, int out, Tensor? bias, bool relu) -> Tensor", &panel_linear);
 }

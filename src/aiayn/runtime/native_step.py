@@ -40,7 +40,7 @@ from torch import Tensor, nn
 from aiayn.model.embedding import OutputLayer
 from aiayn.model.transformer import DecoderState, Transformer
 from aiayn.runtime import native_build
-from aiayn.runtime.linear import ROW_PROBES, PackedLinear, padded_rows, row_class
+from aiayn.runtime.linear import KERNELS, ROW_PROBES, PackedLinear, padded_rows, row_class
 from aiayn.runtime.native_build import native_status
 from aiayn.runtime.quantize import Int8Linear
 
@@ -232,14 +232,14 @@ def _add_linear(native: torch.ScriptObject, layer: nn.Module, weight=None, bias=
         native.add_int8(layer._packed)
         return True
     if isinstance(layer, PackedLinear):
-        uses = [kernel == "packed" for kernel in layer.kernels]
-        native.add_float(layer.weight.detach(), _detached(layer.bias), layer.packed, uses)
+        kernels = [KERNELS.index(kernel) for kernel in layer.kernels]
+        native.add_float(layer.weight.detach(), _detached(layer.bias), layer.packed, layer.panels, kernels)
         return True
     if isinstance(layer, nn.Linear):
         weight, bias = layer.weight, layer.bias
     elif not isinstance(layer, OutputLayer):
         return False
-    native.add_float(weight.detach(), _detached(bias), None, [False] * len(ROW_PROBES))
+    native.add_float(weight.detach(), _detached(bias), None, None, [KERNELS.index("mkl")] * len(ROW_PROBES))
     return True
 
 
