@@ -4,7 +4,7 @@ rows share one length exactly what single native steps compute, bit for bit.
 
 References: the Python pass of a copy of the model (the same kernels: equal up to summation order)
 with rows of their own lengths and padded sources, and the single native steps of the same model
-(oneDNN's packed products give a row the same bits whatever the row count: `linear.ONE_ROW`).
+(the panel products give a row the same bits whatever the row count: `linear.ONE_ROW`).
 """
 
 import copy
@@ -62,7 +62,7 @@ def test_rows_of_their_own_lengths_match_python(variant):
 
 @torch.inference_mode()
 def test_one_length_gives_the_single_steps_bits():
-    """One row (a sentence at a time), the products on oneDNN's packed weights: a pass over m
+    """One row (a sentence at a time), the products on the panels: a pass over m
     positions is m single native steps, to the last bit, whatever m."""
     model = model_of()
     pack_for_inference(model)

@@ -13,16 +13,15 @@ positions: `NativeDecoder.extend`, each product reading its weights once for all
 each row keeps the longest run of proposals that equal the teacher's own most probable tokens,
 plus the teacher's token at the first disagreement (or, when all k agree, its token after them):
 1 to k + 1 tokens per teacher pass, each the one the teacher's greedy search would have chosen.
-One sentence at a time, on the CPU with the native step and oneDNN's packed products (what
+One sentence at a time, on the CPU with the native step and its panel products for one row (what
 `Translator.load` gives a float32 model), the pass computes each position's logits to the last
 bit as the single steps of greedy search do (products whose rows' bits do not depend on the row
-count, attention one position at a time with the single step's calls: aiayn.runtime.native_step),
-so the output is the teacher's greedy output token for token, and its scores are the teacher's.
-So too in a batch: loading a draft makes the teacher's decoder and output products row-invariant
-(every row class takes the packed weight, `linear.row_invariant`: a row's bits do not depend on
-how many rows a product has, so the teacher's own greedy search of the batch computes what the
-passes compute), the rows at one length attend together over exactly their prefix
-(`NativeDecoder.extend`), and the accepted tokens' log-probabilities are summed one by one, as
+count, each position's attention over exactly its prefix as a single step computes it:
+aiayn.runtime.native_step), so the output is the teacher's greedy output token for token, and its
+scores are the teacher's. So too in a batch: loading a draft makes the teacher's decoder and output
+products row-invariant (every row class takes the panels, `linear.row_invariant`: a row's bits do
+not depend on how many rows a product has, so the teacher's own greedy search of the batch computes
+what the passes compute), and the accepted tokens' log-probabilities are summed one by one, as
 greedy search sums them. Not so with int8 products (their activations are quantised per call)
 or in Python (rows of different lengths attend with a mask): there logits can differ in the last
 bits, which can only change a choice where two tokens tie to float32 rounding.
@@ -36,7 +35,9 @@ it, and its next pass feeds the two at once.
 What it costs: a draft step per proposal and a teacher pass over k + 1 positions per check. It
 pays where that pass costs about one teacher step (products bound by reading the weights) and the
 draft is much cheaper than the teacher and agrees with it often (`DraftStats`); BENCHMARKS.md
-("Speculative greedy decoding") has the figures on a 2-core AVX2 CPU.
+("Speculative greedy decoding") has the figures on a 2-core AVX2 CPU, where the tiny teacher's
+pass over 5 positions costs about two of its steps and the draft loses
+(`benchmarks/check_cost.py` times a pass against a step).
 """
 
 from __future__ import annotations

@@ -234,12 +234,14 @@ class PackedLinear(nn.Module):
     `F.linear`, 71 us with a packed weight and 147 us with unpacked oneDNN (which reorders the weight
     on every call); 256 x 8000 at 32 rows 2.4 ms with MKL and 1.0 ms packed; at 128 rows MKL won
     again. On a first-generation Zen the packed weight won where MKL's small-matrix path is slow
-    (4 x 256 x 8000: 2.6 ms against 0.44 ms). So `pack_for_inference` times the two `KERNELS` at
-    each of ROW_PROBES but one row (`ONE_ROW`: packed, unless None) and sets `kernels`, one per
-    probe; a call takes its row class's (`row_class`).
-    The weight reordered once into oneDNN's blocked layout (`packed`) is kept only where some row
-    class uses it; rows above EXACT_ROWS are padded as in `linear`, so the primitives oneDNN caches
-    per shape stay few. No gradients.
+    (4 x 256 x 8000: 2.6 ms against 0.44 ms). At one to a few rows both pay 30-130 us a call, and
+    the native panels (aiayn/runtime/native_panels.h: the weight streamed once for all rows, each
+    row's sum in one order whatever the row count) cost what reading the weight costs. So
+    `pack_for_inference` times the `KERNELS` at each of ROW_PROBES but one row (`ONE_ROW`: the
+    panels, unless None) and sets `kernels`, one per probe; a call takes its row class's
+    (`row_class`). The weight reordered once into oneDNN's blocked layout (`packed`) and the panels
+    are kept only where some row class uses them; rows above EXACT_ROWS are padded for oneDNN as in
+    `linear`, so the primitives it caches per shape stay few. No gradients.
     """
 
     def __init__(self, weight: Tensor, bias: Tensor | None, kernels: tuple[str, ...] | None = None) -> None:

@@ -19,6 +19,7 @@
 #include <limits>
 #include <vector>
 
+#include "native_scores.h"  // exp_nonpositive, lanes_max, has_avx2
 #include "native_vector.h"
 
 namespace aiayn_native {
@@ -26,7 +27,7 @@ namespace aiayn_native {
 using at::Tensor;
 
 // a . b over n floats: eight lanes of partial sums, then a fixed tree, whatever the caller.
-inline float dot(const float* a, const float* b, int64_t n) {
+__attribute__((always_inline)) inline float dot(const float* a, const float* b, int64_t n) {
   f8 s = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) s += load8(a + i) * load8(b + i);
@@ -35,21 +36,33 @@ inline float dot(const float* a, const float* b, int64_t n) {
   return total;
 }
 
-// The softmax of scores[0 .. n) in place (-inf scores get weight 0); returns 1 / the sum of exps.
-inline float softmax_weights(float* scores, int64_t n) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t t = 0; t < n; ++t) m = std::max(m, scores[t]);
-  float sum = 0.0f;
-  for (int64_t t = 0; t < n; ++t) {
-    scores[t] = scores[t] == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(scores[t] - m);
-    sum += scores[t];
+// The softmax of scores[0 .. n) in place, the buffer holding n rounded up to 8 (-inf scores, the
+// padding included, get weight exactly 0; exp by native_scores.h's polynomial, 8 at a time);
+// returns 1 / the sum of exps.
+__attribute__((always_inline)) inline float softmax_weights(float* scores, int64_t n) {
+  const int64_t whole = (n + 7) / 8 * 8;
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  for (int64_t t = n; t < whole; ++t) scores[t] = minus_inf;
+  f8 high = broadcast(minus_inf);
+  for (int64_t t = 0; t < whole; t += 8) {
+    const f8 x = load8(scores + t);
+    high = x > high ? x : high;
   }
-  return 1.0f / sum;
+  const f8 m = broadcast(lanes_max(high)), zero = {};
+  f8 sum = {};
+  for (int64_t t = 0; t < whole; t += 8) {
+    const f8 x = load8(scores + t);
+    const f8 e = x == broadcast(minus_inf) ? zero : exp_nonpositive(x - m);
+    store8(scores + t, e);
+    sum += e;
+  }
+  return 1.0f / (((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7])));
 }
 
 // out[0 .. d_v) = sum_t w[t] v[t] * inverse, v's rows `stride` apart.
-inline void weighted_values(const float* w, int64_t n, const float* v, int64_t stride, int64_t d_v, float inverse,
-                            float* __restrict out) {
+__attribute__((always_inline)) inline void weighted_values(const float* w, int64_t n, const float* v,
+                                                           int64_t stride, int64_t d_v, float inverse,
+                                                           float* __restrict out) {
   std::fill(out, out + d_v, 0.0f);
   for (int64_t t = 0; t < n; ++t) {
     const float wt = w[t] * inverse;
@@ -60,17 +73,64 @@ inline void weighted_values(const float* w, int64_t n, const float* v, int64_t s
   }
 }
 
-// scores[0 .. src) = sum_d q[d] keys[d, .] (keys (d_k, src)), in d's order for every position.
-inline void source_scores(const float* q, const float* keys, int64_t d_k, int64_t src, float scale,
-                          float* __restrict scores) {
-  std::fill(scores, scores + src, 0.0f);
+// One self-attention query: q (d_k, not yet scaled) over `n` keys and values `stride` floats apart
+// -> out (d_v). `scores` holds n rounded up to 8, `query` d_k floats.
+__attribute__((always_inline)) inline void self_item(const float* q, const float* keys, const float* values,
+                                                     int64_t stride_k, int64_t stride_v, int64_t n, int64_t d_k,
+                                                     int64_t d_v, float scale, float* query, float* scores,
+                                                     float* out) {
+  for (int64_t d = 0; d < d_k; ++d) query[d] = q[d] * scale;
+  for (int64_t t = 0; t < n; ++t) scores[t] = dot(query, keys + t * stride_k, d_k);
+  const float inverse = softmax_weights(scores, n);
+  weighted_values(scores, n, values, stride_v, d_v, inverse, out);
+}
+
+// The `rows` queries of one sentence and head (q rows `q_stride` apart, not yet scaled) over its
+// keys (d_k, src) and values (src, d_v), mask (src) or null -> out rows `out_stride` apart. The
+// keys are read once for all rows; each row's scores are summed over d in order, as alone.
+// `scores` holds rows x src rounded up to 8.
+__attribute__((always_inline)) inline void source_item(const float* q, int64_t q_stride, int64_t rows,
+                                                       const float* keys, const float* values, const bool* mask,
+                                                       int64_t src, int64_t d_k, int64_t d_v, float scale,
+                                                       float* scores, float* out, int64_t out_stride) {
+  const int64_t width = (src + 7) / 8 * 8;
+  std::fill(scores, scores + rows * width, 0.0f);
   for (int64_t d = 0; d < d_k; ++d) {
-    const float qd = q[d] * scale;
     const float* kd = keys + d * src;
-    int64_t t = 0;
-    for (; t + 8 <= src; t += 8) store8(scores + t, load8(scores + t) + qd * load8(kd + t));
-    for (; t < src; ++t) scores[t] += qd * kd[t];
+    for (int64_t b = 0; b < rows; ++b) {
+      const float qd = q[b * q_stride + d] * scale;
+      float* sb = scores + b * width;
+      int64_t t = 0;
+      for (; t + 8 <= src; t += 8) store8(sb + t, load8(sb + t) + qd * load8(kd + t));
+      for (; t < src; ++t) sb[t] += qd * kd[t];
+    }
   }
+  for (int64_t b = 0; b < rows; ++b) {
+    float* sb = scores + b * width;
+    if (mask) {
+      for (int64_t t = 0; t < src; ++t) {
+        if (!mask[t]) sb[t] = -std::numeric_limits<float>::infinity();
+      }
+    }
+    const float inverse = softmax_weights(sb, src);
+    weighted_values(sb, src, values, d_v, d_v, inverse, out + b * out_stride);
+  }
+}
+
+__attribute__((target("avx2,fma"))) inline void self_item_avx2(const float* q, const float* keys,
+                                                                const float* values, int64_t stride_k,
+                                                                int64_t stride_v, int64_t n, int64_t d_k,
+                                                                int64_t d_v, float scale, float* query,
+                                                                float* scores, float* out) {
+  self_item(q, keys, values, stride_k, stride_v, n, d_k, d_v, scale, query, scores, out);
+}
+
+__attribute__((target("avx2,fma"))) inline void source_item_avx2(const float* q, int64_t q_stride, int64_t rows,
+                                                                  const float* keys, const float* values,
+                                                                  const bool* mask, int64_t src, int64_t d_k,
+                                                                  int64_t d_v, float scale, float* scores,
+                                                                  float* out, int64_t out_stride) {
+  source_item(q, q_stride, rows, keys, values, mask, src, d_k, d_v, scale, scores, out, out_stride);
 }
 
 // Self-attention of queries q (rows, h * d_k; row i's query at its own position, not yet scaled)
@@ -89,45 +149,50 @@ inline void attend_self(const Tensor& q, const Tensor& cache_k, const Tensor& ca
   const float scale = 1.0f / std::sqrt(static_cast<float>(d_k));
   const int64_t longest = *std::max_element(seen, seen + rows);
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, longest * (d_k + d_v)));
+  const bool avx2 = has_avx2();
   at::parallel_for(0, rows * heads, grain, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(longest), query(d_k);
+    std::vector<float> scores((longest + 7) / 8 * 8), query(d_k);
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t i = item / heads, h = item % heads, n = seen[i], c = cache_row ? cache_row[i] : i;
-      for (int64_t d = 0; d < d_k; ++d) query[d] = qp[i * heads * d_k + h * d_k + d] * scale;
-      const float* keys = kp + c * ks0 + h * ks1;
-      for (int64_t t = 0; t < n; ++t) scores[t] = dot(query.data(), keys + t * ks2, d_k);
-      const float inverse = softmax_weights(scores.data(), n);
-      weighted_values(scores.data(), n, vp + c * vs0 + h * vs1, vs2, d_v, inverse, out + i * out_stride + h * d_v);
+      const int64_t i = item / heads, h = item % heads, c = cache_row ? cache_row[i] : i;
+      const float *qi = qp + i * heads * d_k + h * d_k, *keys = kp + c * ks0 + h * ks1, *values = vp + c * vs0 + h * vs1;
+      float* o = out + i * out_stride + h * d_v;
+      if (avx2) {
+        self_item_avx2(qi, keys, values, ks2, vs2, seen[i], d_k, d_v, scale, query.data(), scores.data(), o);
+      } else {
+        self_item(qi, keys, values, ks2, vs2, seen[i], d_k, d_v, scale, query.data(), scores.data(), o);
+      }
     }
   });
 }
 
-// Encoder-decoder attention of queries q (rows, h * d_k, not yet scaled), `beam` consecutive rows per
-// sentence, over its keys k_t (n, h, d_k, src) and values v (n, h, src, d_v), mask (n, src) bytes
-// (1 at real source tokens) or null -> out (rows, h * d_v), rows `out_stride` apart.
-inline void attend_source(const Tensor& q, const Tensor& k_t, const Tensor& v, const bool* mask, int64_t beam,
-                          int64_t heads, float* out, int64_t out_stride) {
-  const int64_t rows = q.size(0), d_k = k_t.size(2), src = k_t.size(3), d_v = v.size(3);
+// Encoder-decoder attention of queries q (rows, h * d_k, not yet scaled), `per_sentence` consecutive
+// rows to a sentence, over its keys k_t (n, h, d_k, src) and values v (n, h, src, d_v), mask (n, src)
+// bytes (1 at real source tokens) or null -> out (rows, h * d_v), rows `out_stride` apart.
+inline void attend_source(const Tensor& q, const Tensor& k_t, const Tensor& v, const bool* mask,
+                          int64_t per_sentence, int64_t heads, float* out, int64_t out_stride) {
+  const int64_t n = k_t.size(0), d_k = k_t.size(2), src = k_t.size(3), d_v = v.size(3);
   TORCH_CHECK(q.is_contiguous() && k_t.is_contiguous() && v.is_contiguous(),
               "encoder-decoder attention's queries, keys and values must be contiguous");
   const float *qp = q.data_ptr<float>(), *kp = k_t.data_ptr<float>(), *vp = v.data_ptr<float>();
   const float scale = 1.0f / std::sqrt(static_cast<float>(d_k));
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, src * (d_k + d_v)));
-  at::parallel_for(0, rows * heads, grain, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(src);
+  const int64_t work = per_sentence * src * (d_k + d_v);
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, work));
+  const bool avx2 = has_avx2();
+  at::parallel_for(0, n * heads, grain, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(per_sentence * ((src + 7) / 8 * 8));
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t i = item / heads, h = item % heads, s = i / beam;
-      const float* query = qp + i * heads * d_k + h * d_k;
-      const float* keys = kp + (s * heads + h) * d_k * src;  // (d_k, src)
-      source_scores(query, keys, d_k, src, scale, scores.data());
-      if (mask) {
-        for (int64_t t = 0; t < src; ++t) {
-          if (!mask[s * src + t]) scores[t] = -std::numeric_limits<float>::infinity();
-        }
+      const int64_t s = item / heads, h = item % heads, stride = heads * d_k;
+      const float* qs = qp + s * per_sentence * stride + h * d_k;
+      const float *keys = kp + (s * heads + h) * d_k * src, *values = vp + (s * heads + h) * src * d_v;
+      const bool* ms = mask ? mask + s * src : nullptr;
+      float* o = out + s * per_sentence * out_stride + h * d_v;
+      if (avx2) {
+        source_item_avx2(qs, stride, per_sentence, keys, values, ms, src, d_k, d_v, scale, scores.data(), o,
+                         out_stride);
+      } else {
+        source_item(qs, stride, per_sentence, keys, values, ms, src, d_k, d_v, scale, scores.data(), o,
+                    out_stride);
       }
-      const float inverse = softmax_weights(scores.data(), src);
-      weighted_values(scores.data(), src, vp + (s * heads + h) * src * d_v, d_v, d_v, inverse,
-                      out + i * out_stride + h * d_v);
     }
   });
 }

@@ -4,17 +4,17 @@
 //
 // The Python decoder step runs about 30 small ATen operations per layer, each paying 10-20 us of
 // Python on top of its kernel; at the sizes translation uses on a CPU that overhead is as large as
-// the matrix products (BENCHMARKS.md, "Session 15"). Here the operations are called from C++ with
-// the same kernels for the products (MKL's sgemm through at::linear, oneDNN with a weight packed
-// once, ReLU fused there, or FBGEMM's int8 products); self-attention of the new position is Eq. 1
-// written out (bmm, softmax, bmm) where Python calls the fused kernel. The results agree with the
-// Python step up to float32 summation order. Shapes: rows = sentences x beam hypotheses
-// (sentence-major), d = d_model, h = heads.
+// the matrix products (BENCHMARKS.md, "Session 15"). Here the layers run from C++: the products by
+// the kernel Python chose for the row count (MKL's sgemm through at::linear, oneDNN with a weight
+// packed once, ReLU fused there, the panels of native_panels.h for a few rows, or FBGEMM's int8
+// products), Eq. 1 written out for each row and head (native_attention.h), the layer norms by ATen.
+// The results agree with the Python step up to float32 summation order. Shapes: rows = sentences x
+// beam hypotheses (sentence-major), d = d_model, h = heads.
 //
 // `extend` runs m new positions per row in one call (speculative decoding's check: each product over
-// rows * m rows reads its weight once; attention one position at a time, each over its own prefix,
-// with the single step's calls for the rows at one length, so that packed products, whose rows'
-// bits do not depend on the row count, give the single steps' logits exactly).
+// rows * m rows reads its weight once; each position attends over exactly its own prefix as a
+// single step does, so that products whose rows' bits do not depend on the row count (the panels)
+// give the single steps' logits exactly).
 //
 // Every index a call takes is checked (TORCH_CHECK: a RuntimeError in Python, never a read out of
 // bounds). Which kernel a product takes for a number of rows is Python's decision

@@ -2,10 +2,10 @@
 
 A decoding step on the CPU runs about 30 small operations per decoder layer for a few rows; each
 costs 10-20 us of Python besides its kernel, as much again as the matrix products at the tiny
-preset's size (BENCHMARKS.md, "Session 15"). `native_step.cpp` calls the same ATen operations from
-C++, with the same kernels for the products (MKL through `at::linear`, oneDNN on the weights
-`pack_for_inference` packed, with ReLU fused there; FBGEMM's int8 products of `quantize_int8`);
-self-attention of the one new position is Eq. 1 written out (`bmm`, softmax, `bmm`) where the
+preset's size (BENCHMARKS.md, "Session 15"). `native_step.cpp` runs the layers from C++, with the
+kernels `pack_for_inference` chose for the products (MKL through `at::linear`, oneDNN on packed
+weights with ReLU fused there, the native panels for a few rows; FBGEMM's int8 products of
+`quantize_int8`); Eq. 1 is written out for each row and head (`native_attention.h`) where the
 Python step calls PyTorch's fused kernel. Its logits equal the Python step's up to float32
 summation order (tests/runtime/test_native_step.py). `native_build` builds and loads the library.
 `torch.compile` of the Python step does not replace it: on the tiny model (32 sentences, greedy,
@@ -120,10 +120,10 @@ class NativeDecoder:
         lengths[r] + m - 1, lengths (rows,) int64 on the CPU the positions its caches hold ->
         logits (rows, m, vocab); writes the m positions' keys and values into `state.self_kv` and
         leaves the lengths to the caller (aiayn.decode.row_decoder). The products take the kernel
-        a single step of these rows takes: oneDNN's packed weight gives a row the same bits
-        whatever the number of rows, and the rows at one length attend together over exactly their
-        prefix, so with packed products the logits are the single steps' (tests/runtime/
-        test_native_extend.py; tests/decode/test_speculative.py for rows of different lengths)."""
+        a single step of these rows takes: the panels give a row the same bits whatever the number
+        of rows, and each position attends over exactly its own prefix as a single step does, so
+        with the panels the logits are the single steps' (tests/runtime/test_native_extend.py;
+        tests/decode/test_speculative.py for rows of different lengths)."""
         rows, m = x.shape[:2]
         return self._decoder.extend(x, lengths, *_caches(state), row_class(rows), padded_rows(rows * m))
 
