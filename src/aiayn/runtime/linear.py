@@ -201,10 +201,8 @@ ROW_PROBES = (1, 4, 32, 128)  # one row; one sentence's beams; a batch of senten
 _ROW_BOUNDS = (2, 12, 64)  # between the probes, in log scale: a row count takes its nearest probe's kernel
 
 
-# One row (a single sentence's greedy step) takes the native panels untimed (oneDNN's packed weight
-# where the native library is not built): a row's product then has the same bits whatever the
-# number of rows, and one row costs what reading the weight costs. On a 2-core Zen 3 the 19 products
-# of a tiny-model step took 0.36 ms with panels, 1.57 packed, 2.17 with MKL (docs/history.md s25).
+# One row (a sentence's greedy step) takes the panels untimed (packed where the library is not built):
+# a tiny step's 19 products 0.36 ms, against 1.57 packed and 2.17 MKL (2-core Zen 3, history.md s25).
 ONE_ROW: str | None = "panels"  # None: timed like the other row classes (benchmarks/packed_memory.py)
 
 
@@ -215,11 +213,6 @@ def panels_available() -> bool:
     return native_build.load()
 
 
-def _invariant_kernel() -> str:
-    """The kernel whose rows' bits do not depend on the row count: the panels, else oneDNN's packed."""
-    return "panels" if panels_available() else "packed"
-
-
 def row_class(rows: int) -> int:
     """Which of ROW_PROBES a product of `rows` rows is timed as (its index)."""
     return bisect.bisect_right(_ROW_BOUNDS, rows)
@@ -228,20 +221,15 @@ def row_class(rows: int) -> int:
 class PackedLinear(nn.Module):
     """Inference-only y = x W^T + b computed by the kernel that measured fastest for its row count.
 
-    For decoding on the CPU, where every step reads every weight for a few rows (one sentence, a
-    few beams, a batch): which kernel is fastest differs by CPU, by shape and by row count, and not
-    monotonically. On a 2-core Cascade Lake Xeon, 256 x 256 at 4 rows took 19 us with MKL's
-    `F.linear`, 71 us with a packed weight and 147 us with unpacked oneDNN (which reorders the weight
-    on every call); 256 x 8000 at 32 rows 2.4 ms with MKL and 1.0 ms packed; at 128 rows MKL won
-    again. On a first-generation Zen the packed weight won where MKL's small-matrix path is slow
-    (4 x 256 x 8000: 2.6 ms against 0.44 ms). At one to a few rows both pay 30-130 us a call, and
-    the native panels (aiayn/runtime/native_panels.h: the weight streamed once for all rows, each
-    row's sum in one order whatever the row count) cost what reading the weight costs. So
-    `pack_for_inference` times the `KERNELS` at each of ROW_PROBES but one row (`ONE_ROW`: the
-    panels, unless None) and sets `kernels`, one per probe; a call takes its row class's
-    (`row_class`). The weight reordered once into oneDNN's blocked layout (`packed`) and the panels
-    are kept only where some row class uses them; rows above EXACT_ROWS are padded for oneDNN as in
-    `linear`, so the primitives it caches per shape stay few. No gradients.
+    For decoding on the CPU, where every step reads every weight for a few rows: which kernel is
+    fastest differs by CPU, shape and row count, not monotonically (Cascade Lake, 256 x 256 at 4
+    rows: MKL 19 us, packed 71; 256 x 8000 at 32 rows: MKL 2.4 ms, packed 1.0; at 128 MKL again).
+    At one to a few rows both pay 30-130 us a call, and the native panels (native_panels.h: the
+    weight streamed once for all rows, each row's sum in one order whatever the row count) cost
+    what reading the weight costs. So `pack_for_inference` times the `KERNELS` at each of
+    ROW_PROBES but one row (`ONE_ROW`) and sets `kernels`; a call takes its row class's. oneDNN's
+    blocked weight (`packed`) and the panels are kept only where a row class uses them; rows above
+    EXACT_ROWS are padded for oneDNN as in `linear` (few cached primitives). No gradients.
     """
 
     def __init__(self, weight: Tensor, bias: Tensor | None, kernels: tuple[str, ...] | None = None) -> None:
@@ -332,11 +320,10 @@ def _kernels(layer: PackedLinear) -> tuple[str, ...]:
 class PackedFeedForward(nn.Module):
     """Eq. 2 for inference over a FeedForward whose layers are `PackedLinear`s: with ReLU and both
     products on the packed weight for the row count, ReLU is oneDNN's post-op of the first and the
-    rows are padded once for both; otherwise each layer takes its own kernel and ReLU runs in
-    place. The hidden activations (rows, d_ff), the largest tensor of an encoder layer, are then
-    neither copied nor allocated twice (one pass and one allocation fewer per layer; the student's
-    translation 1.01-1.04x on a 2-core Zen 3, docs/history.md s24). Other activations run as the
-    model's, other layers (int8, swapped in later) as they are."""
+    rows are padded once for both; with both on the panels ReLU is applied as the first stores its
+    outputs; otherwise each layer takes its own kernel and ReLU runs in place (the hidden (rows,
+    d_ff) never copied: 1.01-1.04x, docs/history.md s24). Other activations run as the model's,
+    other layers (int8, swapped in later) as they are."""
 
     def __init__(self, linear1: PackedLinear, linear2: PackedLinear, activation) -> None:
         super().__init__()
@@ -377,7 +364,7 @@ def row_invariant(*modules: nn.Module) -> int:
     decoder and output layer (aiayn.decode.speculative); re-attach a native decoder after. Returns
     how many layers."""
     layers = [m for module in modules for m in module.modules() if isinstance(m, PackedLinear)]
-    kernel = _invariant_kernel()
+    kernel = "panels" if panels_available() else "packed"
     for layer in layers:
         layer.keep((kernel,) * len(ROW_PROBES))
     return len(layers)
