@@ -11,9 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.model.layers import FeedForward
 from aiayn.runtime import native_build
-from aiayn.runtime.linear import ROW_PROBES, PackedFeedForward, PackedLinear, row_invariant
+from aiayn.runtime.linear import ROW_PROBES, PackedLinear, row_invariant
 
 pytestmark = pytest.mark.skipif(
     native_build._compiler() is None or os.environ.get(native_build.ENV, "").strip() == "0",
@@ -94,21 +93,3 @@ def test_packed_linear_on_panels_and_row_invariant_layers():
     x = torch.randn(3, 5, 64, generator=g)
     torch.testing.assert_close(layer(x), F.linear(x, w, b), rtol=1e-5, atol=1e-4)
     assert torch.equal(layer(x)[1, 2], layer(x[1, 2][None])[0])
-
-
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
-@pytest.mark.parametrize("kernels", [("panels",) * len(ROW_PROBES), ("panels", "packed", "mkl", "panels")])
-def test_feed_forward_on_panels_computes_eq_2(activation, kernels):
-    assert native_build.load(), native_build.reason()
-    torch.manual_seed(0)
-    ffn = FeedForward(48, 96, activation).eval()
-    l1, l2 = ffn.linear1, ffn.linear2
-    packed = PackedFeedForward(
-        PackedLinear(l1.weight, l1.bias, kernels), PackedLinear(l2.weight, l2.bias, kernels), ffn.activation
-    )
-    with torch.inference_mode():
-        for rows in (1, 3, 7, 40, 200):  # every row class
-            x = torch.randn(2, rows, 48)
-            h = ffn.activation(F.linear(x.double(), l1.weight.double(), l1.bias.double()))
-            expected = F.linear(h, l2.weight.double(), l2.bias.double())  # float64
-            torch.testing.assert_close(packed(x).double(), expected, rtol=1e-5, atol=1e-5)
