@@ -1,12 +1,14 @@
-"""What one row's packed weights cost in memory (`aiayn.runtime.linear.ONE_ROW`).
+"""What one row's kernel costs in memory (`aiayn.runtime.linear.ONE_ROW`).
 
-A one-row product always takes oneDNN's packed weight, so that speculative decoding's multi-position
-pass gives exactly the single steps' logits; every float linear layer then keeps a packed copy of its
-weight beside the float one, where before only the layers whose timed row classes chose it did.
-This loads a model directory for translation twice, each in its own process: as shipped (one row
-packed) and with one row timed like the other row classes (ONE_ROW = None), then translates the
-same sentences one at a time (the one-row path) and in one batch, greedy. Reported: the packed
-weights kept (MB), the resident memory after loading and the peak, and the words per second of each.
+A one-row product always takes one kernel, untimed, whose rows' bits do not depend on the row count
+(the native panels since session 25; oneDNN's packed weight before), so that speculative decoding's
+multi-position pass gives exactly the single steps' logits; every float linear layer then keeps a
+copy of its weight in that layout beside the float one, where otherwise only the layers whose timed
+row classes chose it would. This loads a model directory for translation three times, each in its
+own process: as shipped (one row on the panels), one row packed, and one row timed like the other
+row classes (ONE_ROW = None), then translates the same sentences one at a time (the one-row path)
+and in one batch, greedy. Reported: the weight copies kept (packed and panels, MB), the resident
+memory after loading and the peak, and the words per second of each.
 
     python benchmarks/packed_memory.py MODEL_DIR DATA_DIR [--sentences 100] [--threads 2]
 """
@@ -29,8 +31,8 @@ torch.set_num_threads(int(threads))
 linear.ONE_ROW = None if one_row == "timed" else one_row
 texts = open(source, encoding="utf-8").read().splitlines()[: int(n)]
 t = Translator.load(model, device="cpu")
-packed = sum(m.packed.numel() * 4 for m in t.model.modules()
-             if isinstance(m, linear.PackedLinear) and m.packed is not None)
+packed = sum(c.numel() * 4 for m in t.model.modules() if isinstance(m, linear.PackedLinear)
+             for c in (m.packed, m.panels) if c is not None)
 rss = lambda: int(open("/proc/self/statm").read().split()[1]) * 4096
 loaded = rss()
 start = time.perf_counter()
@@ -60,10 +62,14 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     source = args.data / "raw" / "test.src"
-    choices = (("one row packed (shipped)", "packed"), ("one row timed", "timed"))
+    choices = (
+        ("one row panels (shipped)", "panels"),
+        ("one row packed", "packed"),
+        ("one row timed", "timed"),
+    )
     rows = {label: run(args.model, source, args.sentences, args.threads, value) for label, value in choices}
     print(f"{args.model}: {args.sentences} sentences, greedy, {args.threads} threads")
-    print(f"{'':<26}{'packed MB':>10}{'loaded MB':>11}{'peak MB':>9}{'1-row words/s':>15}{'batch':>9}")
+    print(f"{'':<26}{'copies MB':>10}{'loaded MB':>11}{'peak MB':>9}{'1-row words/s':>15}{'batch':>9}")
     for label, r in rows.items():
         print(f"{label:<26}{r['packed_mb']:>10.1f}{r['loaded_mb']:>11.1f}{r['peak_mb']:>9.1f}"
               f"{r['one_words_s']:>15.1f}{r['batch_words_s']:>9.1f}")  # fmt: skip

@@ -85,6 +85,7 @@ class NativeDecoder:
         held = [*model.decoder.parameters(), model.output_weight, model.output_bias]
         self._held = [(p, p.data_ptr()) for p in held if p is not None]
         self._layers = len(model.decoder.layers)
+        self._checked: weakref.ref | None = None  # the search (its DecoderState) last found valid
         for module in [model, *model.decoder.modules(), model.output_layer] if watch else []:
             _watched[module] = self
 
@@ -94,6 +95,16 @@ class NativeDecoder:
         if self.stale or len(model.decoder.layers) != self._layers:
             return False
         return all(p.data_ptr() == where for p, where in self._held)
+
+    def valid_during(self, model: Transformer, state: DecoderState) -> bool:
+        """`valid_for(model)`, its weights compared once per search (per `state`): a search's steps
+        run back to back, and comparing ~60 data pointers cost 40-120 us a step. A layer or
+        Parameter replaced meanwhile still counts (`stale`)."""
+        if self._checked is not None and self._checked() is state:
+            return not self.stale
+        valid = self.valid_for(model)
+        self._checked = weakref.ref(state) if valid else None
+        return valid
 
     def step(self, x: Tensor, state: DecoderState) -> Tensor:
         """x (rows, d_model), the embedded tokens at `state.step` -> logits (rows, vocab); appends
@@ -168,7 +179,7 @@ def decode_step(model: Transformer, tokens: Tensor, state: DecoderState) -> Tens
     and still valid, without gradients, in eval mode. A native step that fails where the Python step
     does not runs in Python, and so do the model's later steps (a RuntimeWarning says why)."""
     native = _attached.get(model)
-    if native is None or model.training or torch.is_grad_enabled() or not native.valid_for(model):
+    if native is None or model.training or torch.is_grad_enabled() or not native.valid_during(model, state):
         return model.decode_step(tokens, state)
     try:
         logits = native.step(model.embed_step(tokens, state), state)  # checks all before writing
@@ -190,7 +201,7 @@ def decode_positions(
     gradients, in eval mode, and `python()` otherwise (aiayn.decode.row_decoder). A native call that
     fails where Python does not leaves the model decoding in Python (a RuntimeWarning says why)."""
     native = _attached.get(model)
-    if native is None or model.training or torch.is_grad_enabled() or not native.valid_for(model):
+    if native is None or model.training or torch.is_grad_enabled() or not native.valid_during(model, state):
         return python()
     positions = lengths[:, None].to(tokens.device) + torch.arange(tokens.size(1), device=tokens.device)
     try:
@@ -211,7 +222,7 @@ def propose_tokens(
     (rows, k); None where the model decodes in Python (the caller then proposes step by step). A
     native call that fails says why (a RuntimeWarning) and leaves the model decoding in Python."""
     native = _attached.get(model)
-    if native is None or model.training or torch.is_grad_enabled() or not native.valid_for(model):
+    if native is None or model.training or torch.is_grad_enabled() or not native.valid_during(model, state):
         return None
     positions = lengths[:, None] + torch.arange(tokens.size(1))  # (rows, q)
     try:
