@@ -207,10 +207,11 @@ ONE_ROW: str | None = "panels"  # None: timed like the other row classes (benchm
 
 
 def panels_available() -> bool:
-    """Whether the native panel product (aiayn/runtime/native_panels.h) is built and loaded here."""
+    """Whether the native panel product (aiayn/runtime/native_panels.h) is built and loaded here, and
+    fast on this CPU (on x86, AVX2 and FMA: without FMA its std::fma is a library call)."""
     from aiayn.runtime import native_build  # the library registers torch.ops.aiayn on loading
 
-    return native_build.load()
+    return native_build.load() and bool(torch.ops.aiayn.panels_fast())
 
 
 def row_class(rows: int) -> int:

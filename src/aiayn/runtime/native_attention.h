@@ -142,6 +142,8 @@ inline void attend_self(const Tensor& q, const Tensor& cache_k, const Tensor& ca
   const int64_t rows = q.size(0), d_k = cache_k.size(3), d_v = cache_v.size(3);
   TORCH_CHECK(q.is_contiguous() && cache_k.stride(3) == 1 && cache_v.stride(3) == 1,
               "attention's queries and caches must be contiguous along their features");
+  TORCH_CHECK(q.size(1) == heads * d_k, "queries of width ", q.size(1), " for ", heads, " heads of ", d_k);
+  if (rows == 0) return;
   const float* qp = q.data_ptr<float>();
   const float *kp = cache_k.data_ptr<float>(), *vp = cache_v.data_ptr<float>();
   const int64_t ks0 = cache_k.stride(0), ks1 = cache_k.stride(1), ks2 = cache_k.stride(2);
@@ -173,6 +175,8 @@ inline void attend_source(const Tensor& q, const Tensor& k_t, const Tensor& v, c
   const int64_t n = k_t.size(0), d_k = k_t.size(2), src = k_t.size(3), d_v = v.size(3);
   TORCH_CHECK(q.is_contiguous() && k_t.is_contiguous() && v.is_contiguous(),
               "encoder-decoder attention's queries, keys and values must be contiguous");
+  TORCH_CHECK(q.size(1) == heads * d_k && q.size(0) == n * per_sentence, "queries (", q.size(0), ", ", q.size(1),
+              ") for ", n, " sentences of ", per_sentence, " rows and ", heads, " heads of ", d_k);
   const float *qp = q.data_ptr<float>(), *kp = k_t.data_ptr<float>(), *vp = v.data_ptr<float>();
   const float scale = 1.0f / std::sqrt(static_cast<float>(d_k));
   const int64_t work = per_sentence * src * (d_k + d_v);

@@ -112,6 +112,16 @@ inline bool panels_avx2() {
 #endif
 }
 
+// Whether the panels run at the machine's speed: with AVX2 and FMA on x86 (without FMA, std::fma is
+// a library call), and on other CPUs, whose compilers fuse std::fma into one instruction.
+inline bool panels_fast() {
+#ifdef AIAYN_X86
+  return panels_avx2();
+#else
+  return true;
+#endif
+}
+
 template <int R, int P>
 inline void block(bool avx2, const float* x, int64_t in, const float* w, int64_t panel_stride, const float* bias,
                   bool relu, float* y, int64_t y_stride) {
@@ -165,6 +175,9 @@ inline Tensor panel_linear(const Tensor& x_in, const Tensor& panels, int64_t out
               "a panel product of width ", x_in.size(1), " for panels of width ", panels.size(1));
   TORCH_CHECK(!bias || (bias->is_contiguous() && bias->numel() == out), "a bias of ", bias ? bias->numel() : 0,
               " for ", out, " outputs");
+  TORCH_CHECK(x_in.device().is_cpu() && panels.device().is_cpu() && panels.is_contiguous() &&
+                  (!bias || (bias->device().is_cpu() && bias->scalar_type() == at::kFloat)),
+              "a panel product takes float32 CPU tensors and contiguous panels");
   const Tensor x = x_in.contiguous();
   const int64_t rows = x.size(0), in = x.size(1), n_panels = panels.size(0);
   Tensor y = at::empty({rows, out}, x.options());
@@ -173,7 +186,7 @@ inline Tensor panel_linear(const Tensor& x_in, const Tensor& panels, int64_t out
   const float* bp = bias ? bias->data_ptr<float>() : nullptr;
   float* yp = y.data_ptr<float>();
   // blocks of 4 panels: a task reads at least 64 outputs' weights; small products stay on one thread
-  const int64_t blocks = (n_panels + 3) / 4, grain = std::max<int64_t>(1, 8192 / (in * 4 * kPanel) + 1);
+  const int64_t blocks = (n_panels + 3) / 4, grain = std::max<int64_t>(1, 8192 / (std::max<int64_t>(in, 1) * 4 * kPanel) + 1);
   at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
     const int64_t first = begin * 4, last = std::min(end * 4, n_panels);
     for (int64_t r = 0; r < rows; r += 6) {

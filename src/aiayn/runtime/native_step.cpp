@@ -357,5 +357,6 @@ TORCH_LIBRARY(aiayn, m) {
   m.def("row_log_normalizers(Tensor logits) -> Tensor", &row_log_normalizers);
   m.def("beam_top(Tensor scores, Tensor offsets, int c) -> (Tensor, Tensor)", &beam_top);
   m.def("pack_panels(Tensor weight) -> Tensor", &pack_panels);
+  m.def("panels_fast() -> bool", &panels_fast);
   m.def("panel_linear(Tensor x, Tensor panels, int out, Tensor? bias, bool relu) -> Tensor", &panel_linear);
 }
