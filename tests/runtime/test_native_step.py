@@ -216,6 +216,33 @@ def test_a_layer_or_parameter_replaced_after_attaching_is_computed():
         torch.testing.assert_close(after, step_logits(copy.deepcopy(model), src, prefix, 1)[-1])
 
 
+@torch.inference_mode()
+def test_the_weights_are_compared_once_a_search_and_a_replaced_layer_still_counts(monkeypatch):
+    """`valid_during`: one search's steps compare the weights once (its first step); a new search
+    compares them again; a layer replaced in the middle of a search sends its next step to Python."""
+    model = model_of()
+    attach_native_decoder(model)
+    native = native_step.native_decoder(model)
+    compared = []
+    monkeypatch.setattr(native, "valid_for", lambda m: compared.append(m) or True)
+    src, prefix = sources(2, model.config.pad_id), torch.randint(4, 90, (2, 4))
+    step_logits(model, src, prefix, 1)
+    assert len(compared) == 1  # four steps, one comparison
+    memory, mask = model.encode(src)
+    state = model.start_decoding(memory, mask, 4)
+    native_step.decode_step(model, prefix[:, 0], state)
+    assert len(compared) == 2  # a new search (state) compares again
+    python_steps = []
+    original = model.decode_step
+    monkeypatch.setattr(model, "decode_step", lambda *a: python_steps.append(1) or original(*a))
+    native_step.decode_step(model, prefix[:, 1], state)
+    assert not python_steps  # still native
+    ffn = model.decoder.layers[0].ffn
+    ffn.linear2 = torch.nn.Linear(ffn.linear2.in_features, ffn.linear2.out_features)  # mid-search
+    native_step.decode_step(model, prefix[:, 2], state)
+    assert python_steps == [1]  # the replaced layer is computed: in Python
+
+
 def test_a_moved_or_cast_model_decodes_in_python():
     model = model_of()
     attach_native_decoder(model)

@@ -156,7 +156,8 @@ inline void attend_self(const Tensor& q, const Tensor& cache_k, const Tensor& ca
     std::vector<float> scores((longest + 7) / 8 * 8), query(d_k);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t i = item / heads, h = item % heads, c = cache_row ? cache_row[i] : i;
-      const float *qi = qp + i * heads * d_k + h * d_k, *keys = kp + c * ks0 + h * ks1, *values = vp + c * vs0 + h * vs1;
+      const float* qi = qp + i * heads * d_k + h * d_k;
+      const float *keys = kp + c * ks0 + h * ks1, *values = vp + c * vs0 + h * vs1;
       float* o = out + i * out_stride + h * d_v;
       if (avx2) {
         self_item_avx2(qi, keys, values, ks2, vs2, seen[i], d_k, d_v, scale, query.data(), scores.data(), o);

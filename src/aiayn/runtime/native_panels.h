@@ -140,7 +140,8 @@ inline void panel_rows(const float* x, int64_t in, const float* w, int64_t first
   const int64_t stride = in * kPanel;
   for (int64_t p = first; p < last; p += P) {
     if (p + P <= last && (p + P) * kPanel <= out) {
-      block<R, P>(avx2, x, in, w + p * stride, stride, bias ? bias + p * kPanel : nullptr, relu, y + p * kPanel, out);
+      const float* b = bias ? bias + p * kPanel : nullptr;
+      block<R, P>(avx2, x, in, w + p * stride, stride, b, relu, y + p * kPanel, out);
       continue;
     }
     for (int64_t q = p; q < std::min<int64_t>(p + P, last); ++q) {
@@ -148,7 +149,9 @@ inline void panel_rows(const float* x, int64_t in, const float* w, int64_t first
       block<R, 1>(avx2, x, in, w + q * stride, stride, nullptr, false, one, kPanel);
       const int64_t col0 = q * kPanel, cols = std::min<int64_t>(kPanel, out - col0);
       for (int r = 0; r < R; ++r)
-        for (int64_t j = 0; j < cols; ++j) y[r * out + col0 + j] = finish(one[r * kPanel + j], bias, col0 + j, relu);
+        for (int64_t j = 0; j < cols; ++j) {
+          y[r * out + col0 + j] = finish(one[r * kPanel + j], bias, col0 + j, relu);
+        }
     }
   }
 }
@@ -185,8 +188,10 @@ inline Tensor panel_linear(const Tensor& x_in, const Tensor& panels, int64_t out
   const float *xp = x.data_ptr<float>(), *wp = panels.data_ptr<float>();
   const float* bp = bias ? bias->data_ptr<float>() : nullptr;
   float* yp = y.data_ptr<float>();
-  // blocks of 4 panels: a task reads at least 64 outputs' weights; small products stay on one thread
-  const int64_t blocks = (n_panels + 3) / 4, grain = std::max<int64_t>(1, 8192 / (std::max<int64_t>(in, 1) * 4 * kPanel) + 1);
+  // tasks of whole blocks of 4 panels (64 outputs), each block's weights read by one thread; blocks
+  // of fewer than 8,192 weights (in < 128) go a few to a task
+  const int64_t blocks = (n_panels + 3) / 4;
+  const int64_t grain = 8192 / (std::max<int64_t>(in, 1) * 4 * kPanel) + 1;
   at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
     const int64_t first = begin * 4, last = std::min(end * 4, n_panels);
     for (int64_t r = 0; r < rows; r += 6) {
