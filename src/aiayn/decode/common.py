@@ -31,7 +31,9 @@ class SearchStopped(Exception):
 class Stepper(Protocol):
     """What a search needs of a model: one decoding step and control of the cached rows. A stepper
     may also give a step's logits and their log-normalisers (`logits_and_normalizers(tokens)`, as
-    `TransformerStepper`): beam search then never writes the log-probabilities out."""
+    `TransformerStepper`): beam search then never writes the log-probabilities out; and greedy
+    search's steps for a run of steps in one native call (`greedy_steps(...)`, as
+    `TransformerStepper`), which the row loop then takes in runs (aiayn.decode.rows)."""
 
     def step(self, tokens: Tensor) -> Tensor:
         """tokens (rows,) -> next-token log-probabilities (rows, vocab), float32."""

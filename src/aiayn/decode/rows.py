@@ -1,7 +1,10 @@
 """The row loop: one loop for every search that extends each row by one chosen token per step and
 never reorders rows (greedy search, section 6.1; sampling, aiayn.decode.sampling). A strategy is
 its `Chooser`, the rule that picks each row's next token; the loop applies the `SearchRules`,
-collects the rows that end (EOS) and drops them from the batch (`Stepper.select`).
+collects the rows that end (EOS) and drops them from the batch (`Stepper.select`). Greedy search
+takes its steps in runs where the stepper can (`greedy_steps`: one native call up to the first
+step at which some row ends), with the same kernels in the same order as its single steps, so the
+same tokens and scores to the last bit.
 
 Rows are laid out sentence-major, `per` of them for each sentence (1 for greedy search, the
 number of samples for sampling).
@@ -16,6 +19,8 @@ from torch import Tensor
 
 from aiayn.decode.common import Hypothesis, SearchRules, Stepper
 from aiayn.runtime.blockwise import row_max
+
+STOP_EVERY = 8  # with a stop hook, greedy steps taken in one native call before it is asked again
 
 
 class Chooser(Protocol):
@@ -48,12 +53,22 @@ def run_rows(
     log_probs = torch.zeros(n * per, device=rules.device)
     tokens = torch.full((n * per,), rules.start_id, dtype=torch.long, device=rules.device)
     results: list[list[Hypothesis]] = [[] for _ in range(n)]
-    for step in range(1, total + 1):
-        rules.check_stop(step)
-        logp = rules.mask(stepper.step(tokens)[:, None], step, rows_max, sentence)[:, 0]  # (rows, vocab)
-        tokens, token_log_probs = choose(logp, step, rows)  # (rows,), (rows,)
-        seqs[:, step - 1] = tokens
-        log_probs += token_log_probs
+    plain = choose is most_probable and rules.prefixes is None  # greedy search, nothing forced
+    runs = getattr(stepper, "greedy_steps", None) if plain else None  # (aiayn.decode.stepper)
+    special = rules.eos_id, rules.banned_ids
+    step = 0  # the steps taken
+    while step < total:
+        rules.check_stop(step + 1)
+        steps = total - step if rules.should_stop is None else min(STOP_EVERY, total - step)
+        found = None if runs is None else runs(tokens, log_probs, step + 1, steps, rows_max, *special)
+        if found is None:  # one step in Python
+            logp = rules.mask(stepper.step(tokens)[:, None], step + 1, rows_max, sentence)  # (rows, 1, vocab)
+            chosen, token_log_probs = choose(logp[:, 0], step + 1, rows)  # (rows,), (rows,)
+            found = chosen[:, None], (log_probs + token_log_probs)[:, None]
+        chosen, sums = found  # (rows, s): only the last step may hold an EOS
+        seqs[:, step : step + chosen.size(1)] = chosen
+        step += chosen.size(1)
+        tokens, log_probs = chosen[:, -1], sums[:, -1]
         ended = tokens.eq(rules.eos_id).cpu()
         if not bool(ended.any()):
             continue

@@ -35,7 +35,7 @@ from aiayn.decode.shortlist import Columns, KeptOutput, Shortlist, forced_ids
 from aiayn.decode.speculative import Draft, speculative_search
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
-from aiayn.runtime.native_step import decode_step
+from aiayn.runtime.native_step import decode_step, greedy_steps
 from aiayn.runtime.scores import log_normalizers
 
 # Sinusoidal positions have no table, but attention cost and cache memory grow with length:
@@ -98,6 +98,29 @@ class TransformerStepper:
         log-probabilities = logits - normalisers, never written out (beam search's step)."""
         logits = self._logits(tokens)
         return logits, log_normalizers(logits)
+
+    def greedy_steps(
+        self,
+        tokens: Tensor,
+        sums: Tensor,
+        first_step: int,
+        steps: int,
+        caps: Tensor,
+        eos: int,
+        banned: Tensor,
+    ) -> tuple[Tensor, Tensor] | None:
+        """Up to `steps` steps of greedy search in one native call (aiayn.runtime.native_step's
+        `greedy_steps`: tokens (rows,), the log P so far sums (rows,), caps (rows,) the step after
+        which a row may only end, in columns where a shortlist restricts the output) -> each step's
+        tokens (rows, s) and running log P (rows, s), up to the first step some row ended; None
+        where the model decodes in Python."""
+        output = self.output
+        if output is not None and output.native is None:
+            return None
+        restricted, ids = (None, None) if output is None else (output.native, output.kept)
+        return greedy_steps(
+            self.model, tokens, sums, first_step, steps, caps, eos, banned, self.state, restricted, ids
+        )
 
     def reorder(self, index: Tensor) -> None:
         self.state.reorder(index)

@@ -25,10 +25,12 @@
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "native_attention.h"
@@ -37,6 +39,25 @@
 
 using at::Tensor;
 using namespace aiayn_native;  // NOLINT: native_layers.h's pieces, used throughout
+
+// Each row's maximum and the column of its first occurrence (x (rows, columns) float32), as `max(1)`
+// and the row loop's row_max give them: the values by the vectorised `amax`, then a scan for the first
+// column holding it (or the first NaN, which `max` returns where a row has one).
+static std::tuple<Tensor, Tensor> first_max(const Tensor& x) {
+  const Tensor values = at::amax(x, 1), data = x.contiguous();
+  const int64_t rows = x.size(0), columns = x.size(1);
+  Tensor index = at::empty({rows}, x.options().dtype(at::kLong));
+  const float* top = values.data_ptr<float>();
+  const float* row = data.data_ptr<float>();
+  int64_t* at = index.data_ptr<int64_t>();
+  for (int64_t r = 0; r < rows; ++r, row += columns) {
+    const float v = top[r];
+    const float* found = std::isnan(v) ? std::find_if(row, row + columns, [](float y) { return std::isnan(y); })
+                                       : std::find(row, row + columns, v);
+    at[r] = found - row;
+  }
+  return {values, index};
+}
 
 // The decoder of one Transformer, its weights held by reference (the model's own tensors).
 struct NativeDecoder : torch::CustomClassHolder {
@@ -343,6 +364,65 @@ struct NativeDecoder : torch::CustomClassHolder {
     }
     return out;
   }
+
+  // Greedy search's steps (section 6.1) in one call, as the row loop (aiayn.decode.rows) takes them
+  // one at a time, with the same ATen kernels in the same order, so the same bits: each row's token
+  // tokens (rows,) int64 at position `length` (ids[token] where the output columns are a shortlist's)
+  // embedded as embed[id] * scale + table[j] (table (steps, d): positions length ..), one step, then
+  // log_softmax; `banned` columns -inf; past its cap (caps (rows,) int64, search step first_step + j)
+  // a row may only end (EOS's log P kept); the first most probable column; log P summed in float32
+  // onto sums (rows,). Stops after `steps` steps or the first step at which some row chose `eos` ->
+  // (chosen (rows, s), running sums (rows, s)); the caches then hold length + s positions.
+  std::tuple<Tensor, Tensor> greedy(Tensor tokens, Tensor sums, int64_t first_step, int64_t steps, Tensor caps,
+                                    int64_t eos, Tensor banned, Tensor embed, double scale, Tensor table,
+                                    std::optional<Tensor> ids, std::vector<Tensor> cache_k,
+                                    std::vector<Tensor> cache_v, int64_t length, std::vector<Tensor> cross_k_t,
+                                    std::vector<Tensor> cross_v, std::optional<Tensor> mask, int64_t row_class,
+                                    int64_t padded) {
+    const int64_t rows = tokens.size(0);
+    check_float(embed, 2, "embed (vocab, d_model)");
+    check_float(table, 2, "table (steps, d_model)");
+    check_float(sums, 1, "sums (rows,)");
+    TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong && rows > 0 && sums.size(0) == rows &&
+                    caps.dim() == 1 && caps.scalar_type() == at::kLong && caps.size(0) == rows,
+                "tokens, sums and caps must be (rows,): int64, float32, int64");
+    TORCH_CHECK(steps >= 1 && table.size(0) >= steps && table.size(1) == embed.size(1),
+                "table must hold the ", steps, " steps' positions, each of the embeddings' width");
+    const Tensor id_of = ids ? *ids : at::arange(embed.size(0), tokens.options());
+    TORCH_CHECK(id_of.dim() == 1 && id_of.scalar_type() == at::kLong && id_of.min().item<int64_t>() >= 0 &&
+                    id_of.max().item<int64_t>() < embed.size(0) && tokens.min().item<int64_t>() >= 0 &&
+                    tokens.max().item<int64_t>() < id_of.size(0),
+                "tokens must be columns of the output layer, and ids target ids of the embeddings");
+    TORCH_CHECK(banned.dim() == 1 && banned.scalar_type() == at::kLong &&
+                    (banned.numel() == 0 || (banned.min().item<int64_t>() >= 0 &&
+                                             banned.max().item<int64_t>() < id_of.size(0))) &&
+                    eos >= 0 && eos < id_of.size(0),
+                "banned and eos must be columns of the output layer");
+    Tensor chosen = at::empty({rows, steps}, tokens.options()), running = at::empty({rows, steps}, sums.options());
+    const auto cap = caps.accessor<int64_t, 1>();
+    Tensor token = tokens;
+    int64_t j = 0;
+    while (j < steps) {
+      Tensor x = embed.index_select(0, id_of.index_select(0, token)).mul_(scale).add_(table.select(0, j));
+      Tensor logp = at::log_softmax(step(x, cache_k, cache_v, length + j, cross_k_t, cross_v, mask, row_class,
+                                         padded), 1);  // (rows, columns)
+      if (banned.numel() > 0) logp.index_fill_(1, banned, -std::numeric_limits<float>::infinity());
+      for (int64_t r = 0; r < rows; ++r) {
+        if (first_step + j <= cap[r]) continue;
+        Tensor row = logp.select(0, r);
+        const Tensor keep = row.select(0, eos).clone();
+        row.fill_(-std::numeric_limits<float>::infinity()).select(0, eos).copy_(keep);
+      }
+      auto [best, index] = first_max(logp);
+      sums = sums + best;
+      chosen.select(1, j).copy_(index);
+      running.select(1, j).copy_(sums);
+      token = index;
+      ++j;
+      if (index.eq(eos).any().item<bool>()) break;
+    }
+    return {chosen.narrow(1, 0, j), running.narrow(1, 0, j)};
+  }
 };
 
 TORCH_LIBRARY(aiayn, m) {
@@ -353,7 +433,8 @@ TORCH_LIBRARY(aiayn, m) {
       .def("add_norm", &NativeDecoder::add_norm)
       .def("step", &NativeDecoder::step)
       .def("extend", &NativeDecoder::extend)
-      .def("propose", &NativeDecoder::propose);
+      .def("propose", &NativeDecoder::propose)
+      .def("greedy", &NativeDecoder::greedy);
   m.def("row_log_normalizers(Tensor logits) -> Tensor", &row_log_normalizers);
   m.def("beam_top(Tensor scores, Tensor offsets, int c) -> (Tensor, Tensor)", &beam_top);
   m.def("pack_panels(Tensor weight) -> Tensor", &pack_panels);

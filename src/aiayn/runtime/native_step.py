@@ -49,6 +49,7 @@ __all__ = [
     "attach_native_decoder",
     "decode_positions",
     "decode_step",
+    "greedy_steps",
     "native_decoder",
     "native_status",
     "propose_tokens",
@@ -153,6 +154,54 @@ class NativeDecoder:
             x, lengths, newest, k, embed.weight.detach(), embed.scale, table, banned, ids, *_caches(state),
             row_class(rows), padded_rows(rows * m), padded_rows(rows),
         )  # fmt: skip
+
+    def greedy(
+        self, model: Transformer, tokens: Tensor, sums: Tensor, first_step: int, steps: int, caps: Tensor,
+        eos: int, banned: Tensor, state: DecoderState, ids: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:  # fmt: skip
+        """Up to `steps` steps of greedy search in one call: tokens (rows,) at `state.step`, the log P
+        so far sums (rows,) float32, the search's step number `first_step`, caps (rows,) the step
+        after which a row may only choose `eos`, `banned` (ids,) columns never chosen, `ids`
+        (columns,) where the output layer is a shortlist's -> (chosen (rows, s), running sums
+        (rows, s)), s <= steps, ending at the first step some row chose EOS; the state advanced s."""
+        caches, rows = state.self_kv, tokens.size(0)
+        length = caches[0].length if caches else state.step
+        embed, table = model.tgt_embed, model.tgt_pos(steps, state.step)  # (steps, d_model)
+        keys, values, cross_k, cross_v, mask = _caches(state)
+        chosen, running = self._decoder.greedy(
+            tokens, sums, first_step, steps, caps, eos, banned, embed.weight.detach(), embed.scale, table,
+            ids, keys, values, length, cross_k, cross_v, mask, row_class(rows), padded_rows(rows),
+        )  # fmt: skip
+        for cache in caches:
+            cache.length = length + chosen.size(1)
+        state.step += chosen.size(1)
+        return chosen, running
+
+
+def greedy_steps(
+    model: Transformer, tokens: Tensor, sums: Tensor, first_step: int, steps: int, caps: Tensor, eos: int,
+    banned: Tensor, state: DecoderState, restricted: NativeDecoder | None = None, ids: Tensor | None = None,
+) -> tuple[Tensor, Tensor] | None:  # fmt: skip
+    """`NativeDecoder.greedy` of the model's native decoder (or `restricted`, a shortlist's, with its
+    `ids`) where it is attached and valid, without gradients, in eval mode; None otherwise (the
+    search then takes its steps one by one). A native call that fails says why (a RuntimeWarning)
+    and leaves the model decoding in Python."""
+    native = _attached.get(model)
+    if native is None or model.training or torch.is_grad_enabled() or not native.valid_during(model, state):
+        return None
+    if restricted is not None and restricted.stale:
+        return None
+    try:
+        return (restricted or native).greedy(
+            model, tokens, sums, first_step, steps, caps, eos, banned, state, ids
+        )
+    except RuntimeError as e:
+        if restricted is None:
+            _attached.pop(model, None)
+        else:
+            restricted.stale = True
+        warnings.warn(f"the native step failed ({_first_line(e)}): {FALLBACK}", RuntimeWarning, stacklevel=2)
+        return None
 
 
 def _caches(state: DecoderState) -> tuple:
