@@ -156,20 +156,27 @@ def step_scores(stepper: Stepper, tokens: Tensor) -> tuple[Tensor, Tensor | None
 
 def run_beams(stepper: Stepper, beams: Beams, n_best: int, rules: SearchRules) -> list[list[Hypothesis]]:
     """Beam search of the sentences `beams` starts with (n, k hypotheses each; the stepper holds
-    n * k rows, sentence-major). Returns for each sentence up to n_best hypotheses, best first."""
+    n * k rows, sentence-major). Returns for each sentence up to n_best hypotheses, best first.
+    The plain search takes its steps in runs where the stepper can (`beam_steps`: one native call
+    up to the first step at which some sentence is done), the same operations in the same order."""
     n, k = beams.live_scores.shape
     results: list[list[Hypothesis]] = [[] for _ in range(n)]
     tokens = torch.full((n * k,), rules.start_id, dtype=torch.long, device=beams.live_scores.device)
-    for step in range(1, int(beams.max_lens.max()) + 2 if n else 0):
-        rules.check_stop(step)
-        scores, lse = step_scores(stepper, tokens)  # (n * k, vocab), (n * k,) | None
-        scores = rules.mask(scores.view(-1, k, scores.size(-1)), step, beams.max_lens, beams.ids)
-        beam, last = beams.advance(scores, step, rules.eos_id, rules.lp(float(step)), lse)  # (n, k)
-        done = beams.done(step, n_best, rules)
-        rows = beam + torch.arange(0, beam.numel(), k, device=beam.device)[:, None]  # flat row index
+    plain = type(beams) is Beams and rules.prefixes is None  # no constraints, nothing forced
+    runs = getattr(stepper, "beam_steps", None) if plain else None  # (aiayn.decode.stepper)
+    step, total = 0, int(beams.max_lens.max()) + 1 if n else 0
+    while step < total:
+        rules.check_stop(step + 1)
+        found = _run(runs, beams, tokens, step + 1, rules.run_length(step, total), n_best, rules)
+        if found is None:
+            step, (rows, last, done) = step + 1, _step(stepper, beams, tokens, step + 1, n_best, rules)
+            if not bool(done.any()):
+                stepper.reorder(rows)
+        else:
+            taken, rows, last, done = found  # reordered already where no sentence is done
+            step += taken
         if not bool(done.any()):
-            stepper.reorder(rows.view(-1))
-            tokens = last.view(-1)
+            tokens = last
             continue
         for i in done.nonzero()[:, 0].tolist():
             results[int(beams.ids[i])] = beams.results(i, n_best)
@@ -178,6 +185,33 @@ def run_beams(stepper: Stepper, beams: Beams, n_best: int, rules: SearchRules) -
             break
         beams.keep(keep)
         keep = keep.to(rows.device)
-        stepper.select(rows[keep].view(-1))
-        tokens = last[keep].view(-1)
+        stepper.select(rows.view(-1, k)[keep].view(-1))
+        tokens = last.view(-1, k)[keep].view(-1)
     return results
+
+
+def _step(stepper: Stepper, beams: Beams, tokens: Tensor, step: int, n_best: int, rules: SearchRules):
+    """One step in Python: tokens (n * k,) -> each survivor's row (n * k,), its token (n * k,), and
+    which sentences are done (n,) on the CPU."""
+    k = beams.live_scores.size(1)
+    scores, lse = step_scores(stepper, tokens)  # (n * k, vocab), (n * k,) | None
+    scores = rules.mask(scores.view(-1, k, scores.size(-1)), step, beams.max_lens, beams.ids)
+    beam, last = beams.advance(scores, step, rules.eos_id, rules.lp(float(step)), lse)  # (n, k)
+    rows = beam + torch.arange(0, beam.numel(), k, device=beam.device)[:, None]  # flat row index
+    return rows.view(-1), last.view(-1), beams.done(step, n_best, rules)
+
+
+def _run(runs, beams: Beams, tokens: Tensor, step: int, steps: int, n_best: int, rules: SearchRules):
+    """Up to `steps` steps in one native call (the stepper's `beam_steps`) -> (the steps taken,
+    rows, last, done as `_step` gives them), the Beams updated; None where the stepper cannot."""
+    if runs is None:
+        return None
+    fields = ("live_seqs", "live_scores", "fin_seqs", "fin_scores", "fin_log_probs", "fin_lens")
+    state = [beams.max_lens] + [getattr(beams, name) for name in fields]
+    found = runs(tokens, state, step, steps, n_best, rules.eos_id, rules.banned_ids, rules.style, rules.alpha)
+    if found is None:
+        return None
+    *tensors, rows, last, done, taken = found
+    for name, value in zip(fields, tensors, strict=True):
+        setattr(beams, name, value)
+    return int(taken), rows, last, done

@@ -21,6 +21,7 @@ from torch import Tensor
 from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
 
 STYLES = LENGTH_PENALTY_STYLES
+STOP_EVERY = 8  # with a stop hook, the most steps one native call takes before it is asked again
 StopHook = Callable[[], bool]  # asked before every step; True: stop (raise SearchStopped)
 
 
@@ -32,8 +33,8 @@ class Stepper(Protocol):
     """What a search needs of a model: one decoding step and control of the cached rows. A stepper
     may also give a step's logits and their log-normalisers (`logits_and_normalizers(tokens)`, as
     `TransformerStepper`): beam search then never writes the log-probabilities out; and greedy
-    search's steps for a run of steps in one native call (`greedy_steps(...)`, as
-    `TransformerStepper`), which the row loop then takes in runs (aiayn.decode.rows)."""
+    search's steps, or beam search's, for a run of steps in one native call (`greedy_steps(...)`,
+    `beam_steps(...)`, as `TransformerStepper`), which the row and beam loops then take in runs."""
 
     def step(self, tokens: Tensor) -> Tensor:
         """tokens (rows,) -> next-token log-probabilities (rows, vocab), float32."""
@@ -130,6 +131,11 @@ class SearchRules:
     def lp(self, length: float | Tensor) -> float | Tensor:
         """The length penalty lp(length) of these rules."""
         return length_penalty(length, self.alpha, self.style)
+
+    def run_length(self, taken: int, total: int) -> int:
+        """How many of the `total - taken` steps left one native call may take (a stepper's
+        `greedy_steps`, `beam_steps`): all, or STOP_EVERY where a stop hook waits to be asked."""
+        return total - taken if self.should_stop is None else min(STOP_EVERY, total - taken)
 
     def check_stop(self, step: int) -> None:
         """SearchStopped when the stop hook says so (asked before every step)."""

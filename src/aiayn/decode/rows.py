@@ -20,8 +20,6 @@ from torch import Tensor
 from aiayn.decode.common import Hypothesis, SearchRules, Stepper
 from aiayn.runtime.blockwise import row_max
 
-STOP_EVERY = 8  # with a stop hook, greedy steps taken in one native call before it is asked again
-
 
 class Chooser(Protocol):
     """A strategy of the row loop: the next token of every live row."""
@@ -59,7 +57,7 @@ def run_rows(
     step = 0  # the steps taken
     while step < total:
         rules.check_stop(step + 1)
-        steps = total - step if rules.should_stop is None else min(STOP_EVERY, total - step)
+        steps = rules.run_length(step, total)
         found = None if runs is None else runs(tokens, log_probs, step + 1, steps, rows_max, *special)
         if found is None:  # one step in Python
             logp = rules.mask(stepper.step(tokens)[:, None], step + 1, rows_max, sentence)  # (rows, 1, vocab)

@@ -35,7 +35,7 @@ from aiayn.decode.shortlist import Columns, KeptOutput, Shortlist, forced_ids
 from aiayn.decode.speculative import Draft, speculative_search
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
-from aiayn.runtime.native_step import decode_step, greedy_steps
+from aiayn.runtime.native_step import decode_step, search_steps
 from aiayn.runtime.scores import log_normalizers
 
 # Sinusoidal positions have no table, but attention cost and cache memory grow with length:
@@ -109,18 +109,26 @@ class TransformerStepper:
         eos: int,
         banned: Tensor,
     ) -> tuple[Tensor, Tensor] | None:
-        """Up to `steps` steps of greedy search in one native call (aiayn.runtime.native_step's
-        `greedy_steps`: tokens (rows,), the log P so far sums (rows,), caps (rows,) the step after
-        which a row may only end, in columns where a shortlist restricts the output) -> each step's
-        tokens (rows, s) and running log P (rows, s), up to the first step some row ended; None
-        where the model decodes in Python."""
+        """Up to `steps` steps of greedy search in one native call (`NativeDecoder.greedy`: tokens
+        (rows,), the log P so far sums (rows,), caps (rows,) the step after which a row may only
+        end, in columns where a shortlist restricts the output) -> each step's tokens (rows, s) and
+        running log P (rows, s), up to the first step some row ended; None where the model decodes
+        in Python."""
+        return self._native("greedy", tokens, sums, first_step, steps, caps, eos, banned)
+
+    def beam_steps(
+        self, tokens: Tensor, beams: list[Tensor], first_step: int, steps: int, *rules
+    ) -> list | None:
+        """Up to `steps` steps of beam search in one native call (`NativeDecoder.beam`; `rules`:
+        n_best, eos, banned, style, alpha); None where the model decodes in Python."""
+        return self._native("beam", tokens, beams, first_step, steps, *rules)
+
+    def _native(self, method: str, *args) -> tuple | list | None:
         output = self.output
         if output is not None and output.native is None:
             return None
         restricted, ids = (None, None) if output is None else (output.native, output.kept)
-        return greedy_steps(
-            self.model, tokens, sums, first_step, steps, caps, eos, banned, self.state, restricted, ids
-        )
+        return search_steps(method, self.model, self.state, restricted, *args, ids)
 
     def reorder(self, index: Tensor) -> None:
         self.state.reorder(index)

@@ -42,6 +42,7 @@ HEADERS = [
     Path(__file__).with_name(h)
     for h in (
         "native_attention.h",
+        "native_beam.h",
         "native_layers.h",
         "native_panels.h",
         "native_scores.h",

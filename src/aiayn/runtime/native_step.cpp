@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "native_attention.h"
+#include "native_beam.h"
 #include "native_layers.h"
 #include "native_scores.h"
 
@@ -380,24 +381,11 @@ struct NativeDecoder : torch::CustomClassHolder {
                                     std::vector<Tensor> cross_v, std::optional<Tensor> mask, int64_t row_class,
                                     int64_t padded) {
     const int64_t rows = tokens.size(0);
-    check_float(embed, 2, "embed (vocab, d_model)");
-    check_float(table, 2, "table (steps, d_model)");
     check_float(sums, 1, "sums (rows,)");
     TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong && rows > 0 && sums.size(0) == rows &&
                     caps.dim() == 1 && caps.scalar_type() == at::kLong && caps.size(0) == rows,
                 "tokens, sums and caps must be (rows,): int64, float32, int64");
-    TORCH_CHECK(steps >= 1 && table.size(0) >= steps && table.size(1) == embed.size(1),
-                "table must hold the ", steps, " steps' positions, each of the embeddings' width");
-    const Tensor id_of = ids ? *ids : at::arange(embed.size(0), tokens.options());
-    TORCH_CHECK(id_of.dim() == 1 && id_of.scalar_type() == at::kLong && id_of.min().item<int64_t>() >= 0 &&
-                    id_of.max().item<int64_t>() < embed.size(0) && tokens.min().item<int64_t>() >= 0 &&
-                    tokens.max().item<int64_t>() < id_of.size(0),
-                "tokens must be columns of the output layer, and ids target ids of the embeddings");
-    TORCH_CHECK(banned.dim() == 1 && banned.scalar_type() == at::kLong &&
-                    (banned.numel() == 0 || (banned.min().item<int64_t>() >= 0 &&
-                                             banned.max().item<int64_t>() < id_of.size(0))) &&
-                    eos >= 0 && eos < id_of.size(0),
-                "banned and eos must be columns of the output layer");
+    const Tensor id_of = checked_ids(tokens, ids, embed, table, steps, banned, eos, cache_k, length);
     Tensor chosen = at::empty({rows, steps}, tokens.options()), running = at::empty({rows, steps}, sums.options());
     const auto cap = caps.accessor<int64_t, 1>();
     Tensor token = tokens;
@@ -423,6 +411,99 @@ struct NativeDecoder : torch::CustomClassHolder {
     }
     return {chosen.narrow(1, 0, j), running.narrow(1, 0, j)};
   }
+
+  // Rows follow `index` (rows,) in every layer's cache, `filled` positions each: only the rows that
+  // take another row's prefix are copied (aiayn.model.cache.KVCache.reorder).
+  static void reorder(const std::vector<Tensor>& caches, const Tensor& index, int64_t filled) {
+    const Tensor moved = (index != at::arange(index.numel(), index.options())).nonzero().select(1, 0);
+    if (moved.numel() == 0) return;
+    const Tensor source = index.index_select(0, moved);
+    for (const Tensor& buffer : caches) {
+      Tensor prefix = buffer.narrow(2, 0, filled);
+      prefix.index_copy_(0, moved, prefix.index_select(0, source));  // gathered first: the rows overlap
+    }
+  }
+
+  // Beam search's steps (section 6.1) in one call, as the beam loop (aiayn.decode.beam.run_beams)
+  // takes them one at a time, with the same ATen calls in the same order (native_beam.h), so the
+  // same bits: tokens (n * k,) int64 at position `length`, embedded as in `greedy`; beams = the
+  // Beams' max_lens (n,) int64, live_seqs, live_scores, fin_seqs, fin_scores, fin_log_probs,
+  // fin_lens; the search's step number `first_step`; banned columns never chosen; past its
+  // max_len a sentence may only end; the length penalty's style and alpha; n_best. Runs up to
+  // `steps` steps, stopping after the first at which some sentence is done (its caches then not
+  // reordered: the caller drops it) -> the six Beams tensors, rows (n * k,) each survivor's row,
+  // last (n * k,) its token, done (n,) bool, and the steps taken (a 0-d int64).
+  std::vector<Tensor> beam(Tensor tokens, std::vector<Tensor> beams, int64_t first_step, int64_t steps,
+                           int64_t n_best, int64_t eos, Tensor banned, std::string style, double alpha,
+                           Tensor embed, double scale, Tensor table, std::optional<Tensor> ids,
+                           std::vector<Tensor> cache_k, std::vector<Tensor> cache_v, int64_t length,
+                           std::vector<Tensor> cross_k_t, std::vector<Tensor> cross_v, std::optional<Tensor> mask,
+                           int64_t row_class, int64_t padded) {
+    TORCH_CHECK(beams.size() == 7, "beams must be max_lens and the six tensors of Beams");
+    BeamState b{beams[0], beams[1], beams[2], beams[3], beams[4], beams[5], beams[6]};
+    const int64_t n = b.live_scores.size(0), k = b.live_scores.size(1), rows = tokens.size(0);
+    TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong && rows == n * k && rows > 0,
+                "tokens must be (n * k,) int64 for n = ", n, " sentences of k = ", k);
+    TORCH_CHECK(b.max_lens.dim() == 1 && b.max_lens.size(0) == n && b.max_lens.scalar_type() == at::kLong,
+                "max_lens must be (n,) int64");
+    TORCH_CHECK(style == "gnmt" || style == "fairseq" || style == "len", "no length penalty style ", style);
+    TORCH_CHECK(n_best >= 1 && n_best <= k && b.live_seqs.size(2) >= first_step + steps - 1,
+                "n_best must be 1 .. k, and the sequences hold every step");
+    const Tensor id_of = checked_ids(tokens, ids, embed, table, steps, banned, eos, cache_k, length);
+    const Penalty lp{style == "gnmt", alpha};
+    const auto max_len = b.max_lens.accessor<int64_t, 1>();
+    Tensor token = tokens, rows_of, last, done;
+    int64_t j = 0;
+    while (j < steps) {
+      const int64_t step = first_step + j;
+      Tensor x = embed.index_select(0, id_of.index_select(0, token)).mul_(scale).add_(table.select(0, j));
+      Tensor logits = this->step(x, cache_k, cache_v, length + j, cross_k_t, cross_v, mask, row_class, padded);
+      const Tensor lse = row_log_normalizers(logits);  // (n * k,)
+      Tensor scores = logits.view({n, k, logits.size(1)});
+      if (banned.numel() > 0) scores.index_fill_(2, banned, -std::numeric_limits<float>::infinity());
+      for (int64_t i = 0; i < n; ++i) {  // past its max_len a sentence may only end
+        if (step <= max_len[i]) continue;
+        const Tensor keep = scores.select(0, i).select(1, eos).clone();
+        scores.select(0, i).fill_(-std::numeric_limits<float>::infinity()).select(1, eos).copy_(keep);
+      }
+      auto [beam, chosen] = b.advance(scores, lse, step, eos, lp(double(step)));  // (n, k) each
+      done = b.done(step, n_best, style, lp);
+      rows_of = (beam + at::arange(0, n * k, k, beam.options()).unsqueeze(1)).view(-1);
+      last = chosen.view(-1);
+      ++j;
+      if (done.any().item<bool>()) break;
+      reorder(cache_k, rows_of, length + j);
+      reorder(cache_v, rows_of, length + j);
+      token = last;
+    }
+    return {b.live_seqs, b.live_scores, b.fin_seqs, b.fin_scores, b.fin_log_probs, b.fin_lens,
+            rows_of, last, done, at::scalar_tensor(j, tokens.options())};
+  }
+
+  // The target id of each output column (ids, or the columns themselves), checked with the other
+  // inputs a run takes: tokens are columns, table holds `steps` positions of the embeddings' width.
+  static Tensor checked_ids(const Tensor& tokens, const std::optional<Tensor>& ids, const Tensor& embed,
+                            const Tensor& table, int64_t steps, const Tensor& banned, int64_t eos,
+                            const std::vector<Tensor>& cache_k, int64_t length) {
+    TORCH_CHECK(cache_k.empty() || length + steps <= cache_k[0].size(cache_k[0].dim() - 2),
+                "KV cache holds ", cache_k.empty() ? 0 : cache_k[0].size(cache_k[0].dim() - 2),
+                " positions; ", steps, " steps after ", length, " do not fit");  // nothing written yet
+    check_float(embed, 2, "embed (vocab, d_model)");
+    check_float(table, 2, "table (steps, d_model)");
+    TORCH_CHECK(steps >= 1 && table.size(0) >= steps && table.size(1) == embed.size(1),
+                "table must hold the ", steps, " steps' positions, each of the embeddings' width");
+    const Tensor id_of = ids ? *ids : at::arange(embed.size(0), tokens.options());
+    TORCH_CHECK(id_of.dim() == 1 && id_of.scalar_type() == at::kLong && id_of.min().item<int64_t>() >= 0 &&
+                    id_of.max().item<int64_t>() < embed.size(0) && tokens.min().item<int64_t>() >= 0 &&
+                    tokens.max().item<int64_t>() < id_of.size(0),
+                "tokens must be columns of the output layer, and ids target ids of the embeddings");
+    TORCH_CHECK(banned.dim() == 1 && banned.scalar_type() == at::kLong &&
+                    (banned.numel() == 0 || (banned.min().item<int64_t>() >= 0 &&
+                                             banned.max().item<int64_t>() < id_of.size(0))) &&
+                    eos >= 0 && eos < id_of.size(0),
+                "banned and eos must be columns of the output layer");
+    return id_of;
+  }
 };
 
 TORCH_LIBRARY(aiayn, m) {
@@ -434,7 +515,8 @@ TORCH_LIBRARY(aiayn, m) {
       .def("step", &NativeDecoder::step)
       .def("extend", &NativeDecoder::extend)
       .def("propose", &NativeDecoder::propose)
-      .def("greedy", &NativeDecoder::greedy);
+      .def("greedy", &NativeDecoder::greedy)
+      .def("beam", &NativeDecoder::beam);
   m.def("row_log_normalizers(Tensor logits) -> Tensor", &row_log_normalizers);
   m.def("beam_top(Tensor scores, Tensor offsets, int c) -> (Tensor, Tensor)", &beam_top);
   m.def("pack_panels(Tensor weight) -> Tensor", &pack_panels);

@@ -49,7 +49,7 @@ __all__ = [
     "attach_native_decoder",
     "decode_positions",
     "decode_step",
-    "greedy_steps",
+    "search_steps",
     "native_decoder",
     "native_status",
     "propose_tokens",
@@ -172,29 +172,55 @@ class NativeDecoder:
             tokens, sums, first_step, steps, caps, eos, banned, embed.weight.detach(), embed.scale, table,
             ids, keys, values, length, cross_k, cross_v, mask, row_class(rows), padded_rows(rows),
         )  # fmt: skip
-        for cache in caches:
-            cache.length = length + chosen.size(1)
-        state.step += chosen.size(1)
+        self._advance(state, length, chosen.size(1))
         return chosen, running
 
+    def beam(
+        self, model: Transformer, tokens: Tensor, beams: list[Tensor], first_step: int, steps: int,
+        n_best: int, eos: int, banned: Tensor, style: str, alpha: float, state: DecoderState,
+        ids: Tensor | None = None,
+    ) -> list[Tensor]:  # fmt: skip
+        """Up to `steps` steps of beam search in one call: tokens (n * k,) at `state.step`, `beams`
+        the Beams' max_lens and six tensors (aiayn.decode.beam), the search's step number
+        `first_step`, the rules' eos, banned columns, length penalty style and alpha, n_best; `ids`
+        as in `greedy` -> the six Beams tensors, rows (n * k,) each survivor's row, last (n * k,)
+        its token, done (n,), and the steps taken (0-d), ending at the first step some sentence is
+        done (its rows not reordered); the state advanced that many steps."""
+        caches, rows = state.self_kv, tokens.size(0)
+        length = caches[0].length if caches else state.step
+        embed, table = model.tgt_embed, model.tgt_pos(steps, state.step)  # (steps, d_model)
+        keys, values, cross_k, cross_v, mask = _caches(state)
+        found = self._decoder.beam(
+            tokens, beams, first_step, steps, n_best, eos, banned, style, alpha, embed.weight.detach(),
+            embed.scale, table, ids, keys, values, length, cross_k, cross_v, mask, row_class(rows),
+            padded_rows(rows),
+        )  # fmt: skip
+        self._advance(state, length, int(found[-1]))
+        return found
 
-def greedy_steps(
-    model: Transformer, tokens: Tensor, sums: Tensor, first_step: int, steps: int, caps: Tensor, eos: int,
-    banned: Tensor, state: DecoderState, restricted: NativeDecoder | None = None, ids: Tensor | None = None,
-) -> tuple[Tensor, Tensor] | None:  # fmt: skip
-    """`NativeDecoder.greedy` of the model's native decoder (or `restricted`, a shortlist's, with its
-    `ids`) where it is attached and valid, without gradients, in eval mode; None otherwise (the
-    search then takes its steps one by one). A native call that fails says why (a RuntimeWarning)
-    and leaves the model decoding in Python."""
+    @staticmethod
+    def _advance(state: DecoderState, length: int, steps: int) -> None:
+        """The state and its caches hold `steps` more positions after `length`."""
+        for cache in state.self_kv:
+            cache.length = length + steps
+        state.step += steps
+
+
+def search_steps(
+    method: str, model: Transformer, state: DecoderState, restricted: NativeDecoder | None, *args
+) -> tuple | list | None:
+    """`NativeDecoder.greedy` or `.beam` (`method`) of the model's native decoder (or `restricted`, a
+    shortlist's, given its ids as the last of `args`) where it is attached and valid, without
+    gradients, in eval mode; None otherwise (the search then takes its steps one by one). A native
+    call that fails says why (a RuntimeWarning) and leaves the model decoding in Python."""
     native = _attached.get(model)
     if native is None or model.training or torch.is_grad_enabled() or not native.valid_during(model, state):
         return None
     if restricted is not None and restricted.stale:
         return None
+    *given, ids = args
     try:
-        return (restricted or native).greedy(
-            model, tokens, sums, first_step, steps, caps, eos, banned, state, ids
-        )
+        return getattr(restricted or native, method)(model, *given, state, ids)
     except RuntimeError as e:
         if restricted is None:
             _attached.pop(model, None)

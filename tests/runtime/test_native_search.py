@@ -1,0 +1,271 @@
+"""Greedy and beam search's steps in runs (`NativeDecoder.greedy` and `.beam`; aiayn.decode.rows,
+aiayn.decode.beam): the same tokens, scores and log P, to the last bit, as the loops' single steps
+over the same native step; a run ends at the first step some sentence ends; with a stop hook it is
+asked every STOP_EVERY steps; what a run is given is checked before anything is written.
+
+The reference is each loop taking its steps one at a time (the stepper's `greedy_steps` or
+`beam_steps` turned off): the same native step, then PyTorch's operations in Python (log_softmax,
+the rules' masks and `row_max`; the `Beams` bookkeeping). Skipped only where no C++ compiler is
+installed or AIAYN_NATIVE=0 says not to use one.
+"""
+
+import copy
+import os
+
+import pytest
+import torch
+from test_native_step import model_of, sources
+
+from aiayn.config import DecodeConfig
+from aiayn.decode.beam import Beams
+from aiayn.decode.common import STOP_EVERY
+from aiayn.decode.search import SearchStopped
+from aiayn.decode.shortlist import Shortlist
+from aiayn.decode.stepper import Controls, TransformerStepper, decode_batch
+from aiayn.runtime import native_build, native_step
+from aiayn.runtime.native_step import attach_native_decoder, native_decoder
+from aiayn.runtime.quantize import quantize_int8
+
+pytestmark = pytest.mark.skipif(
+    native_build._compiler() is None or os.environ.get(native_build.ENV, "").strip() == "0",
+    reason="no C++ compiler, or AIAYN_NATIVE=0",
+)
+
+MODELS = {
+    "paper": dict(),
+    "pre-norm, gelu": dict(norm_first=True, activation="gelu", d_k=12, d_v=20),
+    "EOS only where forced": dict(final_logits_bias=True),  # every row runs to its cap
+}
+SEARCHES = {
+    "greedy": dict(beam_size=1),
+    "beam 4, 2 best": dict(beam_size=4, n_best=2),
+    "beam 3, len": dict(beam_size=3, length_penalty_style="len", alpha=1.0),
+    "beam 4, fairseq": dict(beam_size=4, length_penalty_style="fairseq"),
+}
+RUNS = {"greedy_steps": TransformerStepper.greedy_steps, "beam_steps": TransformerStepper.beam_steps}
+
+
+def spying(monkeypatch, on: bool) -> list[int]:
+    """Turn the stepper's runs on (recording each run's length) or off (single steps in Python)."""
+    runs: list[int] = []
+
+    def spy(method):
+        def run(self, *args):
+            found = RUNS[method](self, *args) if on else None
+            if found is not None:
+                runs.append(found[0].size(1) if method == "greedy_steps" else int(found[-1]))
+            return found
+
+        return run
+
+    for method in RUNS:
+        monkeypatch.setattr(TransformerStepper, method, spy(method))
+    return runs
+
+
+def both(monkeypatch, model, src, options, controls=None):
+    """The searches of single steps and of runs -> (single, runs, the runs' lengths)."""
+    with torch.inference_mode():  # as a Translator decodes: the native step runs without gradients
+        spying(monkeypatch, False)
+        single = decode_batch(model, src, options, controls)
+        runs = spying(monkeypatch, True)
+        return single, decode_batch(model, src, options, controls), runs
+
+
+def assert_identical(got, want):
+    assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in want]
+    assert [[h.score for h in hs] for hs in got] == [[h.score for h in hs] for hs in want]  # every bit
+    assert [[h.log_prob for h in hs] for hs in got] == [[h.log_prob for h in hs] for hs in want]
+
+
+def model_with(name: str):
+    model = model_of(**MODELS[name])
+    if name == "EOS only where forced":
+        model.output_bias.data[model.config.eos_id] = -1e4
+    assert attach_native_decoder(model) == "native"
+    return model
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("n", [1, 6])
+def test_runs_give_the_single_steps_tokens_and_scores(monkeypatch, search, name, n):
+    model = model_with(name)
+    options = DecodeConfig(max_len_a=1.5, max_len_b=4, **SEARCHES[search])
+    single, runs, lengths = both(monkeypatch, model, sources(n, model.config.pad_id), options)
+    assert_identical(runs, single)
+    assert lengths and sum(lengths) >= max(len(h.tokens) for hs in single for h in hs) + 1
+    if n > 1:  # the batch's runs end where a sentence ends: sentences that end apart take several
+        assert len(lengths) > 1
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam 4, 2 best"])
+def test_caps_that_force_eos(monkeypatch, search):
+    model = model_with("paper")
+    options = DecodeConfig(max_len_a=0.3, max_len_b=1, **SEARCHES[search])
+    single, runs, lengths = both(monkeypatch, model, sources(5, model.config.pad_id), options)
+    assert_identical(runs, single)
+    assert lengths and all(len(h.tokens) <= 3 for hs in single for h in hs)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam 4, 2 best"])
+def test_int8_runs_give_the_single_steps_tokens_and_scores(monkeypatch, search):
+    model = quantize_int8(model_of())
+    assert attach_native_decoder(model) == "native"
+    options = DecodeConfig(max_len_a=1.5, max_len_b=4, **SEARCHES[search])
+    single, runs, lengths = both(monkeypatch, model, sources(4, model.config.pad_id), options)
+    assert_identical(runs, single)
+    assert lengths
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam 4, 2 best"])
+def test_shortlisted_runs_give_the_single_steps_tokens_and_scores(monkeypatch, search):
+    """The output layer restricted to the batch's candidates: runs choose columns and embed their ids."""
+    model = model_with("paper")
+    c = model.config
+    torch.manual_seed(5)
+    candidates = torch.randint(4, c.vocab_size, (c.source_vocab_size, 4), dtype=torch.int32)
+    shortlist = Shortlist(
+        candidates, torch.rand(candidates.shape), torch.arange(10, 14, dtype=torch.int32),
+        torch.tensor([c.pad_id, c.unk_id, c.bos_id, c.eos_id], dtype=torch.int32),
+    )  # fmt: skip
+    src = sources(3, c.pad_id)
+    options = DecodeConfig(max_len_a=1.5, max_len_b=4, **SEARCHES[search])
+    single, runs, lengths = both(monkeypatch, model, src, options, Controls(shortlist=shortlist))
+    assert_identical(runs, single)
+    assert lengths
+    kept = set(shortlist.kept(src).tolist())
+    assert all(set(h.tokens) <= kept for hs in runs for h in hs)
+
+
+@torch.inference_mode()
+def test_a_run_ends_at_the_first_step_a_row_ends():
+    model = model_of(final_logits_bias=True)
+    eos = model.config.eos_id
+    model.output_bias.data[eos] = -1e4  # EOS only where a cap forces it
+    assert attach_native_decoder(model) == "native"
+    stepper = TransformerStepper(model, sources(2, model.config.pad_id), 1, 20)
+    tokens = torch.full((2,), model.config.start_id)
+    chosen, sums = stepper.greedy_steps(
+        tokens, torch.zeros(2), 1, 20, torch.tensor([2, 10]), eos, torch.tensor([1])
+    )
+    assert chosen.shape == sums.shape == (2, 3)  # row 0 may only end at step 3
+    assert chosen[0, 2] == eos and not chosen[:, :2].eq(eos).any() and not chosen.eq(1).any()
+    assert stepper.state.step == 3 and all(c.length == 3 for c in stepper.state.self_kv)
+    assert bool((sums[:, 1:] < sums[:, :-1]).all())  # log P only falls
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam 4, 2 best"])
+def test_with_a_stop_hook_runs_are_short_and_it_is_asked_between_them(monkeypatch, search):
+    model = model_with("EOS only where forced")
+    src = sources(1, model.config.pad_id)
+    options = DecodeConfig(max_len_a=2.0, max_len_b=4, **SEARCHES[search])  # to the cap: 15 steps
+    asked: list[int] = []
+    controls = Controls(should_stop=lambda: asked.append(1) and False)
+    single, runs, lengths = both(monkeypatch, model, src, options, controls)
+    assert_identical(runs, single)
+    total = len(single[0][0].tokens) + 1
+    every = STOP_EVERY
+    assert total > every and lengths == [every] * (total // every) + [total % every] * (total % every > 0)
+    assert len(asked) == total + len(lengths)  # before every single step, then before every run
+    stops: list[int] = []  # the second question (before the second run) says stop
+    with pytest.raises(SearchStopped, match=f"stopped before step {every + 1}"), torch.inference_mode():
+        decode_batch(model, src, options, Controls(should_stop=lambda: len(stops.append(1) or stops) == 2))
+
+
+def run_inputs(model, rows: int = 1, capacity: int = 8):
+    stepper = TransformerStepper(model, sources(1, model.config.pad_id), rows, capacity)
+    for cache in stepper.state.self_kv:  # (its buffers are not initialised: NaN would equal nothing)
+        cache.k.zero_(), cache.v.zero_()
+    tokens = torch.full((rows,), model.config.start_id)
+    return stepper, tokens, dict(first_step=1, steps=4, eos=model.config.eos_id, banned=torch.tensor([1]))
+
+
+@pytest.mark.parametrize(
+    "change, error",
+    [
+        (dict(tokens=torch.tensor([96])), "tokens must be columns of the output layer"),
+        (dict(banned=torch.tensor([96])), "banned and eos must be columns"),
+        (dict(eos=-1), "banned and eos must be columns"),
+        (dict(caps=torch.tensor([1, 2])), "tokens, sums and caps must be"),
+        (dict(sums=torch.zeros(1, dtype=torch.float64)), "sums"),
+        (dict(steps=9), "KV cache holds 8 positions; 9 steps after 0 do not fit"),
+    ],
+)
+@torch.inference_mode()
+def test_what_a_greedy_run_is_given_is_checked_before_anything_is_written(change, error):
+    model = model_with("paper")
+    stepper, tokens, rules = run_inputs(model)
+    given = dict(tokens=tokens, sums=torch.zeros(1), first_step=1, steps=4, caps=torch.tensor([5])) | rules
+    cache = stepper.state.self_kv[0].k.clone()
+    with pytest.raises(RuntimeError, match=error):
+        native_decoder(model).greedy(model, *(given | change).values(), stepper.state)
+    assert stepper.state.step == 0 and torch.equal(stepper.state.self_kv[0].k, cache)
+
+
+@pytest.mark.parametrize(
+    "change, error",
+    [
+        (dict(beams=[]), "beams must be max_lens and the six tensors of Beams"),
+        (dict(tokens=torch.tensor([4, 5])), "tokens must be .n . k,. int64 for n = 1 sentences of k = 3"),
+        (dict(style="wide"), "no length penalty style wide"),
+        (dict(n_best=4), "n_best must be 1 .. k"),
+        (dict(steps=9), "KV cache holds 8 positions; 9 steps after 0 do not fit"),
+    ],
+)
+@torch.inference_mode()
+def test_what_a_beam_run_is_given_is_checked_before_anything_is_written(change, error):
+    model = model_with("paper")
+    stepper, tokens, rules = run_inputs(model, rows=3)
+    start = Beams.start(torch.tensor([9]), 3, "cpu")  # sequences of 10: the cache is shorter
+    beams = [start.max_lens, start.live_seqs, start.live_scores, start.fin_seqs, start.fin_scores]
+    beams += [start.fin_log_probs, start.fin_lens]
+    given = dict(tokens=tokens, beams=beams, first_step=1, steps=4, n_best=1, eos=rules["eos"])
+    given |= dict(banned=rules["banned"], style="gnmt", alpha=0.6)
+    cache = stepper.state.self_kv[0].k.clone()
+    with pytest.raises(RuntimeError, match=error):
+        native_decoder(model).beam(model, *(given | change).values(), stepper.state)
+    assert stepper.state.step == 0 and torch.equal(stepper.state.self_kv[0].k, cache)
+
+
+@torch.inference_mode()
+def test_a_beam_run_ends_at_the_first_step_a_sentence_is_done():
+    """Two sentences with caps 2 and 9: the first is done at step 3 (all k end there), so is the run."""
+    model = model_with("EOS only where forced")
+    stepper = TransformerStepper(model, sources(2, model.config.pad_id), 3, 12)
+    start = Beams.start(torch.tensor([2, 9]), 3, "cpu")
+    beams = [start.max_lens, start.live_seqs, start.live_scores, start.fin_seqs, start.fin_scores]
+    beams += [start.fin_log_probs, start.fin_lens]
+    tokens = torch.full((6,), model.config.start_id)
+    eos = model.config.eos_id
+    *state, rows, last, done, taken = stepper.beam_steps(
+        tokens, beams, 1, 10, 1, eos, torch.tensor([1]), "gnmt", 0.6
+    )
+    assert int(taken) == 3 and done.tolist() == [True, False] and stepper.state.step == 3
+    assert torch.isfinite(state[3][0]).all() and state[5][0].eq(3).all()  # k finished, each 3 long with EOS
+    assert not torch.isfinite(state[3][1]).any() and rows.shape == last.shape == (6,)
+
+
+@pytest.mark.parametrize("search, method", [("greedy", "greedy"), ("beam 4, 2 best", "beam")])
+def test_a_run_that_fails_leaves_the_search_in_python(monkeypatch, search, method):
+    model = model_with("paper")
+    src, options = (
+        sources(3, model.config.pad_id),
+        DecodeConfig(max_len_a=1.5, max_len_b=4, **SEARCHES[search]),
+    )
+    with torch.inference_mode():
+        want = decode_batch(copy.deepcopy(model), src, options)  # a copy decodes in Python
+
+    def fail(self, *args):
+        raise RuntimeError("boom\nException raised from somewhere")
+
+    monkeypatch.setattr(native_step.NativeDecoder, method, fail)
+    with (
+        pytest.warns(
+            RuntimeWarning, match=r"^the native step failed \(boom\): decoding steps run in Python$"
+        ),
+        torch.inference_mode(),
+    ):
+        got = decode_batch(model, src, options)
+    assert native_decoder(model) is None
+    assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in want]
