@@ -38,8 +38,8 @@ def translate(translator: Translator, texts: list[str], beam: int, batch: int, s
         found += translator.translate(
             texts[i : i + batch], beam_size=beam, return_scores=True, shortlist=shortlist
         )
-    hyps = [(h[0].tokens, h[0].score) for h in found]
-    return time.perf_counter() - began, sum(len(t) for t, _ in hyps), hyps
+    hyps = [[(h.tokens, h.score, h.log_prob) for h in hs] for hs in found]
+    return time.perf_counter() - began, sum(len(hs[0][0]) for hs in hyps), hyps
 
 
 def main() -> None:

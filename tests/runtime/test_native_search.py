@@ -16,12 +16,13 @@ import pytest
 import torch
 from test_native_step import model_of, sources
 
-from aiayn.config import DecodeConfig
+from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.decode.beam import Beams
 from aiayn.decode.common import STOP_EVERY
 from aiayn.decode.search import SearchStopped
 from aiayn.decode.shortlist import Shortlist
 from aiayn.decode.stepper import Controls, TransformerStepper, decode_batch
+from aiayn.model.transformer import Transformer
 from aiayn.runtime import native_build, native_step
 from aiayn.runtime.native_step import attach_native_decoder, native_decoder
 from aiayn.runtime.quantize import quantize_int8
@@ -138,6 +139,40 @@ def test_shortlisted_runs_give_the_single_steps_tokens_and_scores(monkeypatch, s
     assert all(set(h.tokens) <= kept for hs in runs for h in hs)
 
 
+@pytest.mark.parametrize("search", ["greedy", "beam 4, 2 best"])
+def test_ties_at_a_real_vocabulary_size_go_to_the_first_token(monkeypatch, search):
+    """1,100 outputs and 64 sentences (the blocked maximum of aiayn.runtime.blockwise in Python): tokens
+    600-1,099 have the output rows of 100-599, so wherever one of them is the most probable its twin
+    ties with it: greedy search must take the first of the two, both ways (beam search takes tied
+    candidates in the order of the same native top-k both ways)."""
+    config = ModelConfig(vocab_size=1100, d_model=32, d_ff=64, n_heads=4, n_layers=1, tie_embeddings="none")
+    torch.manual_seed(3)
+    model = Transformer(config).eval()
+    with torch.no_grad():
+        model.output_weight[600:] = model.output_weight[100:600]
+    assert attach_native_decoder(model) == "native"
+    src = torch.randint(4, 1100, (64, 7))
+    options = DecodeConfig(max_len_a=1.0, max_len_b=3, **SEARCHES[search])
+    single, runs, lengths = both(monkeypatch, model, src, options)
+    assert_identical(runs, single)
+    assert lengths
+    chosen = {t for hs in runs for h in hs for t in h.tokens}
+    assert chosen & set(range(100, 600))
+    if search == "greedy":  # beam search keeps both twins where both are among the best (either order)
+        assert not chosen & set(range(600, 1100))
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam 4, 2 best"])
+def test_runs_of_a_batch_with_a_stop_hook(monkeypatch, search):
+    """Runs of STOP_EVERY steps, a batch's rows ending apart: each run goes on from the last."""
+    model = model_with("paper")
+    options = DecodeConfig(max_len_a=2.0, max_len_b=4, **SEARCHES[search])
+    controls = Controls(should_stop=lambda: False)
+    single, runs, lengths = both(monkeypatch, model, sources(5, model.config.pad_id), options, controls)
+    assert_identical(runs, single)
+    assert lengths and max(lengths) <= STOP_EVERY and len(lengths) > 2
+
+
 @torch.inference_mode()
 def test_a_run_ends_at_the_first_step_a_row_ends():
     model = model_of(final_logits_bias=True)
@@ -189,7 +224,7 @@ def run_inputs(model, rows: int = 1, capacity: int = 8):
         (dict(eos=-1), "banned and eos must be columns"),
         (dict(caps=torch.tensor([1, 2])), "tokens, sums and caps must be"),
         (dict(sums=torch.zeros(1, dtype=torch.float64)), "sums"),
-        (dict(steps=9), "KV cache holds 8 positions; 9 steps after 0 do not fit"),
+        (dict(first_step=0), "first_step must be >= 1"),
     ],
 )
 @torch.inference_mode()
@@ -209,23 +244,40 @@ def test_what_a_greedy_run_is_given_is_checked_before_anything_is_written(change
         (dict(beams=[]), "beams must be max_lens and the six tensors of Beams"),
         (dict(tokens=torch.tensor([4, 5])), "tokens must be .n . k,. int64 for n = 1 sentences of k = 3"),
         (dict(style="wide"), "no length penalty style wide"),
-        (dict(n_best=4), "n_best must be 1 .. k"),
-        (dict(steps=9), "KV cache holds 8 positions; 9 steps after 0 do not fit"),
+        (dict(n_best=4), "n_best 1 .. k"),
+        (dict(first_step=0), "first_step must be >= 1"),
+        (dict(first_step=5, steps=8), "the sequences must hold every step"),
+        (dict(fin_lens=torch.zeros(1, 3)), "fin_lens must be .n, k. int64"),
+        (
+            dict(fin_seqs=torch.zeros(1, 3, 9, dtype=torch.long)),
+            "live_seqs and fin_seqs must be .n, k, T. int64",
+        ),
+        (dict(banned=torch.tensor([96])), "banned and eos must be columns"),
     ],
 )
 @torch.inference_mode()
 def test_what_a_beam_run_is_given_is_checked_before_anything_is_written(change, error):
     model = model_with("paper")
     stepper, tokens, rules = run_inputs(model, rows=3)
-    start = Beams.start(torch.tensor([9]), 3, "cpu")  # sequences of 10: the cache is shorter
-    beams = [start.max_lens, start.live_seqs, start.live_scores, start.fin_seqs, start.fin_scores]
-    beams += [start.fin_log_probs, start.fin_lens]
+    start, change = Beams.start(torch.tensor([9]), 3, "cpu"), dict(change)  # sequences of 10
+    fields = ["max_lens", "live_seqs", "live_scores", "fin_seqs", "fin_scores", "fin_log_probs", "fin_lens"]
+    beams = [change.pop(name, getattr(start, name)) for name in fields]
     given = dict(tokens=tokens, beams=beams, first_step=1, steps=4, n_best=1, eos=rules["eos"])
     given |= dict(banned=rules["banned"], style="gnmt", alpha=0.6)
     cache = stepper.state.self_kv[0].k.clone()
     with pytest.raises(RuntimeError, match=error):
         native_decoder(model).beam(model, *(given | change).values(), stepper.state)
     assert stepper.state.step == 0 and torch.equal(stepper.state.self_kv[0].k, cache)
+
+
+@torch.inference_mode()
+def test_a_run_takes_at_most_the_steps_the_caches_hold():
+    model = model_with("EOS only where forced")
+    stepper, tokens, rules = run_inputs(model)  # caches of 8 positions
+    found = stepper.greedy_steps(
+        tokens, torch.zeros(1), 1, 20, torch.tensor([30]), rules["eos"], rules["banned"]
+    )
+    assert found[0].shape == (1, 8) and stepper.state.step == 8 and stepper.state.self_kv[0].length == 8
 
 
 @torch.inference_mode()

@@ -1,7 +1,7 @@
 """What every search strategy shares (section 6.1): the `Stepper` it drives, the `Hypothesis` it
 returns and its ranking score (the length penalty), and the `SearchRules` every step obeys whatever
 chooses the tokens: never a banned id (pad, bos), EOS forced at a sentence's length cap, a
-sentence's prefix forced first, and a stop hook asked before every step.
+sentence's prefix forced first, and a stop hook asked before every step (or run of steps).
 
 The strategies plug into two loops: the beam loop (aiayn.decode.beam: beam search, and the
 constrained beams of aiayn.decode.constrained as its policy) and the row loop (aiayn.decode.rows:
@@ -22,7 +22,7 @@ from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
 
 STYLES = LENGTH_PENALTY_STYLES
 STOP_EVERY = 8  # with a stop hook, the most steps one native call takes before it is asked again
-StopHook = Callable[[], bool]  # asked before every step; True: stop (raise SearchStopped)
+StopHook = Callable[[], bool]  # asked before every step or run; True: stop (raise SearchStopped)
 
 
 class SearchStopped(Exception):
@@ -138,7 +138,8 @@ class SearchRules:
         return total - taken if self.should_stop is None else min(STOP_EVERY, total - taken)
 
     def check_stop(self, step: int) -> None:
-        """SearchStopped when the stop hook says so (asked before every step)."""
+        """SearchStopped when the stop hook says so (asked before every step, or every native run of at
+        most STOP_EVERY steps)."""
         if self.should_stop is not None and self.should_stop():
             raise SearchStopped(f"stopped before step {step}")
 

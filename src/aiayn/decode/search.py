@@ -28,7 +28,8 @@ Finished sentences leave the batch (`Stepper.select`). A sentence whose hypothes
 `max_lens[i]` tokens gets EOS forced at the next step, so every output has at most max_lens[i]
 tokens before its EOS (fairseq's convention; HF's max_length = this + 2, start token and EOS).
 
-Both searches take `should_stop`, a callable asked once before every step: when it answers True
+Both searches take `should_stop`, a callable asked once before every step (before every native run
+of at most `STOP_EVERY` steps, where the steps run natively): when it answers True
 (a server whose client left or whose deadline passed) the search raises `SearchStopped` instead of
 spending the rest of its steps on an answer nobody will read.
 

@@ -150,6 +150,8 @@ class KeptOutput:
     def step(self, columns: Tensor, state: DecoderState) -> Tensor:
         """columns (rows,) of the previous tokens -> logits (rows, kept); advances the state."""
         model, tokens = self.model, self.kept[columns]  # (rows,) target ids
+        if self.native is not None and self.native.stale:  # a run of it failed (native_step.search_steps)
+            self.native = None
         if self.native is not None and not (model.training or torch.is_grad_enabled()):
             try:
                 logits = self.native.step(model.embed_step(tokens, state), state)  # checks before writing

@@ -159,7 +159,7 @@ class Controls:
     constraints: list[list[list[int]]] | None = None
     sample: SamplingConfig | None = None
     keys: list[int] | None = None  # a text's index in the caller's input: its samples' seed
-    should_stop: StopHook | None = None  # asked before every step (SearchStopped when it says so)
+    should_stop: StopHook | None = None  # asked before every step or run (SearchStopped when it says so)
     mask: StepMask | None = None
     shortlist: Shortlist | None = None  # restrict the output layer to each batch's candidates
 

@@ -385,12 +385,13 @@ struct NativeDecoder : torch::CustomClassHolder {
     TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong && rows > 0 && sums.size(0) == rows &&
                     caps.dim() == 1 && caps.scalar_type() == at::kLong && caps.size(0) == rows,
                 "tokens, sums and caps must be (rows,): int64, float32, int64");
+    TORCH_CHECK(first_step >= 1, "first_step must be >= 1, got ", first_step);
     const Tensor id_of = checked_ids(tokens, ids, embed, table, steps, banned, eos, cache_k, length);
     Tensor chosen = at::empty({rows, steps}, tokens.options()), running = at::empty({rows, steps}, sums.options());
     const auto cap = caps.accessor<int64_t, 1>();
     Tensor token = tokens;
     int64_t j = 0;
-    while (j < steps) {
+    while (j < steps) {  // a failure anywhere leaves the caches as they were below `length` (Python goes on)
       Tensor x = embed.index_select(0, id_of.index_select(0, token)).mul_(scale).add_(table.select(0, j));
       Tensor logp = at::log_softmax(step(x, cache_k, cache_v, length + j, cross_k_t, cross_v, mask, row_class,
                                          padded), 1);  // (rows, columns)
@@ -439,16 +440,11 @@ struct NativeDecoder : torch::CustomClassHolder {
                            std::vector<Tensor> cache_k, std::vector<Tensor> cache_v, int64_t length,
                            std::vector<Tensor> cross_k_t, std::vector<Tensor> cross_v, std::optional<Tensor> mask,
                            int64_t row_class, int64_t padded) {
-    TORCH_CHECK(beams.size() == 7, "beams must be max_lens and the six tensors of Beams");
-    BeamState b{beams[0], beams[1], beams[2], beams[3], beams[4], beams[5], beams[6]};
-    const int64_t n = b.live_scores.size(0), k = b.live_scores.size(1), rows = tokens.size(0);
-    TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong && rows == n * k && rows > 0,
-                "tokens must be (n * k,) int64 for n = ", n, " sentences of k = ", k);
-    TORCH_CHECK(b.max_lens.dim() == 1 && b.max_lens.size(0) == n && b.max_lens.scalar_type() == at::kLong,
-                "max_lens must be (n,) int64");
+    BeamState b = checked_beams(beams, tokens);
+    const int64_t n = b.live_scores.size(0), k = b.live_scores.size(1);
     TORCH_CHECK(style == "gnmt" || style == "fairseq" || style == "len", "no length penalty style ", style);
-    TORCH_CHECK(n_best >= 1 && n_best <= k && b.live_seqs.size(2) >= first_step + steps - 1,
-                "n_best must be 1 .. k, and the sequences hold every step");
+    TORCH_CHECK(first_step >= 1 && n_best >= 1 && n_best <= k && b.live_seqs.size(2) >= first_step + steps - 1,
+                "first_step must be >= 1, n_best 1 .. k, and the sequences must hold every step");
     const Tensor id_of = checked_ids(tokens, ids, embed, table, steps, banned, eos, cache_k, length);
     const Penalty lp{style == "gnmt", alpha};
     const auto max_len = b.max_lens.accessor<int64_t, 1>();
@@ -456,20 +452,27 @@ struct NativeDecoder : torch::CustomClassHolder {
     int64_t j = 0;
     while (j < steps) {
       const int64_t step = first_step + j;
-      Tensor x = embed.index_select(0, id_of.index_select(0, token)).mul_(scale).add_(table.select(0, j));
-      Tensor logits = this->step(x, cache_k, cache_v, length + j, cross_k_t, cross_v, mask, row_class, padded);
-      const Tensor lse = row_log_normalizers(logits);  // (n * k,)
-      Tensor scores = logits.view({n, k, logits.size(1)});
-      if (banned.numel() > 0) scores.index_fill_(2, banned, -std::numeric_limits<float>::infinity());
-      for (int64_t i = 0; i < n; ++i) {  // past its max_len a sentence may only end
-        if (step <= max_len[i]) continue;
-        const Tensor keep = scores.select(0, i).select(1, eos).clone();
-        scores.select(0, i).fill_(-std::numeric_limits<float>::infinity()).select(1, eos).copy_(keep);
+      const BeamState before = b;  // the beams and caches agree at every step's start
+      try {  // a step that fails after the first ends the run at the start of that step
+        Tensor x = embed.index_select(0, id_of.index_select(0, token)).mul_(scale).add_(table.select(0, j));
+        Tensor logits = this->step(x, cache_k, cache_v, length + j, cross_k_t, cross_v, mask, row_class, padded);
+        const Tensor lse = row_log_normalizers(logits);  // (n * k,)
+        Tensor scores = logits.view({n, k, logits.size(1)});
+        if (banned.numel() > 0) scores.index_fill_(2, banned, -std::numeric_limits<float>::infinity());
+        for (int64_t i = 0; i < n; ++i) {  // past its max_len a sentence may only end
+          if (step <= max_len[i]) continue;
+          const Tensor keep = scores.select(0, i).select(1, eos).clone();
+          scores.select(0, i).fill_(-std::numeric_limits<float>::infinity()).select(1, eos).copy_(keep);
+        }
+        auto [beam, chosen] = b.advance(scores, lse, step, eos, lp(double(step)));  // (n, k) each
+        Tensor ended = b.done(step, n_best, style, lp);
+        Tensor survivors = (beam + at::arange(0, n * k, k, beam.options()).unsqueeze(1)).view(-1);
+        rows_of = survivors, last = chosen.view(-1), done = ended;
+      } catch (const std::exception&) {
+        if (j == 0) throw;
+        b = before;  // the last step's rows, tokens and done stand: the caller goes on from there
+        break;
       }
-      auto [beam, chosen] = b.advance(scores, lse, step, eos, lp(double(step)));  // (n, k) each
-      done = b.done(step, n_best, style, lp);
-      rows_of = (beam + at::arange(0, n * k, k, beam.options()).unsqueeze(1)).view(-1);
-      last = chosen.view(-1);
       ++j;
       if (done.any().item<bool>()) break;
       reorder(cache_k, rows_of, length + j);
@@ -478,6 +481,31 @@ struct NativeDecoder : torch::CustomClassHolder {
     }
     return {b.live_seqs, b.live_scores, b.fin_seqs, b.fin_scores, b.fin_log_probs, b.fin_lens,
             rows_of, last, done, at::scalar_tensor(j, tokens.options())};
+  }
+
+  // The Beams' max_lens and six tensors, checked against each other and tokens (n * k,) int64.
+  static BeamState checked_beams(const std::vector<Tensor>& beams, const Tensor& tokens) {
+    TORCH_CHECK(beams.size() == 7, "beams must be max_lens and the six tensors of Beams");
+    BeamState b{beams[0], beams[1], beams[2], beams[3], beams[4], beams[5], beams[6]};
+    TORCH_CHECK(b.live_scores.dim() == 2 && b.live_seqs.dim() == 3,
+                "live_scores must be (n, k), live_seqs (n, k, T)");
+    const int64_t n = b.live_scores.size(0), k = b.live_scores.size(1), total = b.live_seqs.size(2);
+    TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong && tokens.size(0) == n * k && n * k > 0,
+                "tokens must be (n * k,) int64 for n = ", n, " sentences of k = ", k);
+    TORCH_CHECK(b.max_lens.dim() == 1 && b.max_lens.size(0) == n && b.max_lens.scalar_type() == at::kLong,
+                "max_lens must be (n,) int64");
+    for (const Tensor* t : {&b.live_seqs, &b.fin_seqs}) {
+      TORCH_CHECK(t->sizes() == at::IntArrayRef({n, k, total}) && t->scalar_type() == at::kLong,
+                  "live_seqs and fin_seqs must be (n, k, T) int64");
+    }
+    for (const Tensor* t : {&b.live_scores, &b.fin_scores, &b.fin_log_probs}) {
+      TORCH_CHECK(t->sizes() == at::IntArrayRef({n, k}) && t->scalar_type() == at::kFloat,
+                  "live_scores, fin_scores and fin_log_probs must be (n, k) float32");
+    }
+    TORCH_CHECK(b.fin_lens.sizes() == at::IntArrayRef({n, k}) && b.fin_lens.scalar_type() == at::kLong,
+                "fin_lens must be (n, k) int64");
+    for (const Tensor& t : beams) TORCH_CHECK(t.device().is_cpu(), "the beams must be on the CPU");
+    return b;
   }
 
   // The target id of each output column (ids, or the columns themselves), checked with the other

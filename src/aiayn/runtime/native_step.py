@@ -164,8 +164,7 @@ class NativeDecoder:
         after which a row may only choose `eos`, `banned` (ids,) columns never chosen, `ids`
         (columns,) where the output layer is a shortlist's -> (chosen (rows, s), running sums
         (rows, s)), s <= steps, ending at the first step some row chose EOS; the state advanced s."""
-        caches, rows = state.self_kv, tokens.size(0)
-        length = caches[0].length if caches else state.step
+        rows, length, steps = tokens.size(0), *_room(state, steps)
         embed, table = model.tgt_embed, model.tgt_pos(steps, state.step)  # (steps, d_model)
         keys, values, cross_k, cross_v, mask = _caches(state)
         chosen, running = self._decoder.greedy(
@@ -186,8 +185,7 @@ class NativeDecoder:
         as in `greedy` -> the six Beams tensors, rows (n * k,) each survivor's row, last (n * k,)
         its token, done (n,), and the steps taken (0-d), ending at the first step some sentence is
         done (its rows not reordered); the state advanced that many steps."""
-        caches, rows = state.self_kv, tokens.size(0)
-        length = caches[0].length if caches else state.step
+        rows, length, steps = tokens.size(0), *_room(state, steps)
         embed, table = model.tgt_embed, model.tgt_pos(steps, state.step)  # (steps, d_model)
         keys, values, cross_k, cross_v, mask = _caches(state)
         found = self._decoder.beam(
@@ -228,6 +226,15 @@ def search_steps(
             restricted.stale = True
         warnings.warn(f"the native step failed ({_first_line(e)}): {FALLBACK}", RuntimeWarning, stacklevel=2)
         return None
+
+
+def _room(state: DecoderState, steps: int) -> tuple[int, int]:
+    """The positions the caches hold, and `steps` capped at what they have room for (a run then never
+    fails for want of it: the step past the room fails in Python, as a single step would)."""
+    caches = state.self_kv
+    if not caches:
+        return state.step, steps
+    return caches[0].length, max(1, min(steps, caches[0].k.size(2) - caches[0].length))
 
 
 def _caches(state: DecoderState) -> tuple:

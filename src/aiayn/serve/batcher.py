@@ -19,7 +19,8 @@ Bounds, so that no caller holds the server for long:
 - the line holds at most `max_queue` texts: beyond, `submit` raises `QueueFull` at once;
 - a job whose caller stopped waiting (its timeout passed, or its task was cancelled: the client
   left) leaves the line at once; a running call is told to stop (`should_stop`, which the search
-  asks before every step) once none of its callers waits any more, or the batcher stops;
+  asks before every step or every 8 native steps) once none of its callers waits any more, or the
+  batcher stops;
 - a failed call fails only the request it concerns: a `TextError` names the text (numbered again
   within its own request); any other error has each request of the call run again on its own.
 """
