@@ -152,6 +152,20 @@ def test_int8_linear_against_float():
     assert float((got - expected).norm() / expected.norm()) < 0.02
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_layer_of_some_rows_is_those_rows_quantised_again(bias):
+    """`Int8Linear.rows` (a shortlist's output layer) takes the full layer's int8 rows and scales: the
+    same layer as quantising the float rows, bit for bit, outputs included; twice, from the kept copy."""
+    torch.manual_seed(1)
+    weight, b, x = torch.randn(300, 24), torch.randn(300) if bias else None, torch.randn(5, 24)
+    full, index = int8_linear(weight, b), torch.tensor([3, 7, 8, 150, 299])
+    for _ in range(2):
+        rows, again = full.rows(index), int8_linear(weight[index], None if b is None else b[index])
+        assert torch.equal(rows.weight().int_repr(), again.weight().int_repr())
+        assert torch.equal(rows.weight().q_per_channel_scales(), again.weight().q_per_channel_scales())
+        assert torch.equal(rows(x), again(x)) and (rows.out_features, rows.in_features) == (5, 24)
+
+
 def emulated(layer: Int8Linear, x: torch.Tensor) -> torch.Tensor:
     """The int8 product re-computed in float64: x to 8 bits (one scale, one zero point from its
     range including 0), the layer's own int8 weights, exact integer sums, then the scales."""

@@ -40,7 +40,7 @@ from aiayn.errors import AiaynError
 from aiayn.model.embedding import OutputLayer
 from aiayn.model.transformer import DecoderState, Transformer
 from aiayn.runtime.native_step import restricted_native
-from aiayn.runtime.quantize import Int8Linear, int8_linear
+from aiayn.runtime.quantize import Int8Linear
 from aiayn.safe_io import atomic_path
 
 SHORTLIST_FILE, VMAP_FILE = "shortlist.safetensors", "vmap.txt"
@@ -138,7 +138,7 @@ class KeptOutput:
         self.weight = model.output_weight.detach()[self.kept]  # (kept, d_model)
         self.bias = None if model.output_bias is None else model.output_bias.detach()[self.kept]
         full = model.output_layer
-        self.layer = int8_linear(self.weight, self.bias, full.path) if isinstance(full, Int8Linear) else None
+        self.layer = full.rows(self.kept) if isinstance(full, Int8Linear) else None
         self.native = (
             restricted_native(model, self.layer or OutputLayer(), self.weight, self.bias) if native else None
         )

@@ -116,6 +116,15 @@ struct NativeDecoder : torch::CustomClassHolder {
     linears.push_back(std::move(l));
   }
 
+  // A copy of this decoder without its output layer, the layers and norms shared (for a shortlist's
+  // restricted output layer, added after: aiayn.runtime.native_step.restricted_native).
+  c10::intrusive_ptr<NativeDecoder> without_output() const {
+    layers();  // whole layers and an output layer
+    auto copy = c10::make_intrusive<NativeDecoder>(*this);
+    copy->linears.pop_back();
+    return copy;
+  }
+
   void add_norm(Tensor weight, Tensor bias) {
     check_float(weight, 1, "a norm's weight");
     check_float(bias, 1, "a norm's bias");
@@ -540,6 +549,7 @@ TORCH_LIBRARY(aiayn, m) {
       .def("add_float", &NativeDecoder::add_float)
       .def("add_int8", &NativeDecoder::add_int8)
       .def("add_norm", &NativeDecoder::add_norm)
+      .def("without_output", &NativeDecoder::without_output)
       .def("step", &NativeDecoder::step)
       .def("extend", &NativeDecoder::extend)
       .def("propose", &NativeDecoder::propose)

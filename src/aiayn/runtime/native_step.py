@@ -365,11 +365,12 @@ def _native_of(model: Transformer, output: tuple | None = None) -> torch.ScriptO
 def restricted_native(model: Transformer, layer: nn.Module, weight: Tensor, bias: Tensor | None):
     """A NativeDecoder of `model`'s decoder with `layer` (weight (kept, d_model), bias) as its output
     layer (a shortlist's rows: aiayn.decode.shortlist), valid while the model's own native decoder
-    is; None where the model decodes in Python."""
-    if native_decoder(model) is None:
+    is (its layers shared with it); None where the model decodes in Python."""
+    own = native_decoder(model)
+    if own is None:
         return None
-    native = _native_of(model, (layer, weight, bias))
-    return None if isinstance(native, str) else NativeDecoder(native, model, watch=False)
+    native = own._decoder.without_output()
+    return NativeDecoder(native, model, watch=False) if _add_linear(native, layer, weight, bias) else None
 
 
 def attach_native_decoder(model: Transformer) -> str:

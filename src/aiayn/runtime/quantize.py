@@ -117,18 +117,21 @@ def int8_path() -> dict:
 class Int8Linear(nn.Module):
     """y = x W^T + b with W in int8 (one scale per row) and x quantised to 8 bits on each call."""
 
-    def __init__(self, weight: Tensor, bias: Tensor | None, path: Int8Path) -> None:
+    def __init__(self, weight: Tensor, bias: Tensor | None, path: Int8Path, quantized: bool = False) -> None:
+        """weight (out, in) float, quantised here (one scale per row); or, `quantized`, already a
+        per-channel qint8 tensor (`rows`)."""
         super().__init__()
         self.out_features, self.in_features = weight.shape
         self.path = path
-        weight = weight.detach().float().cpu()  # (out, in)
-        scale = weight.abs().amax(1).clamp_min(1e-12) / path.weight_max  # (out,)
-        zero = torch.zeros(weight.size(0), dtype=torch.long)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch's deprecation notice on quantised tensors
-            qweight = torch.quantize_per_channel(weight, scale.double(), zero, 0, torch.qint8)
+        if not quantized:
+            weight = weight.detach().float().cpu()  # (out, in)
+            scale = weight.abs().amax(1).clamp_min(1e-12) / path.weight_max  # (out,)
+            zero = torch.zeros(weight.size(0), dtype=torch.long)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch's deprecation notice on quantised tensors
+                weight = torch.quantize_per_channel(weight, scale.double(), zero, 0, torch.qint8)
         bias = None if bias is None else bias.detach().float().cpu()
-        self._packed = torch.ops.quantized.linear_prepack(qweight, bias)
+        self._packed = torch.ops.quantized.linear_prepack(weight, bias)
 
     def forward(self, x: Tensor, *model_weights: Tensor | None) -> Tensor:
         """x (..., in) float32 -> (..., out) float32. As a Transformer's pre-softmax layer it is also
@@ -138,6 +141,19 @@ class Int8Linear(nn.Module):
     def weight(self) -> Tensor:
         """The int8 weight (out, in) as a per-channel quantised tensor."""
         return torch.ops.quantized.linear_unpack(self._packed)[0]
+
+    def rows(self, index: Tensor) -> Int8Linear:
+        """The layer of outputs `index` (kept,) only: its int8 rows and scales as they are here (what
+        quantising the float rows again gives, without the cost: a shortlist's output layer per
+        batch, aiayn.decode.shortlist). The unpacked weight is kept after the first call."""
+        if not hasattr(self, "_unpacked"):
+            weight, bias = torch.ops.quantized.linear_unpack(self._packed)
+            self._unpacked = (weight.int_repr(), weight.q_per_channel_scales(), bias)
+        ints, scales, bias = self._unpacked
+        index = index.to(ints.device)
+        zero = torch.zeros(index.numel(), dtype=torch.long)
+        qweight = torch._make_per_channel_quantized_tensor(ints[index], scales[index], zero, 0)
+        return Int8Linear(qweight, None if bias is None else bias[index], self.path, quantized=True)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, path={self.path.name}"
