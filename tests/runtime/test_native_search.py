@@ -10,11 +10,10 @@ installed or AIAYN_NATIVE=0 says not to use one.
 """
 
 import copy
-import os
 
 import pytest
 import torch
-from test_native_step import model_of, sources
+from test_native_step import model_of, pytestmark, sources  # noqa: F401 (the same skip)
 
 from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.decode.beam import Beams
@@ -23,14 +22,9 @@ from aiayn.decode.search import SearchStopped
 from aiayn.decode.shortlist import Shortlist
 from aiayn.decode.stepper import Controls, TransformerStepper, decode_batch
 from aiayn.model.transformer import Transformer
-from aiayn.runtime import native_build, native_step
+from aiayn.runtime import native_step
 from aiayn.runtime.native_step import attach_native_decoder, native_decoder
 from aiayn.runtime.quantize import quantize_int8
-
-pytestmark = pytest.mark.skipif(
-    native_build._compiler() is None or os.environ.get(native_build.ENV, "").strip() == "0",
-    reason="no C++ compiler, or AIAYN_NATIVE=0",
-)
 
 MODELS = {
     "paper": dict(),
