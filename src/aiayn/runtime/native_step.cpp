@@ -364,8 +364,7 @@ struct NativeDecoder : torch::CustomClassHolder {
     Tensor out = at::empty({rows, k}, lengths.options());
     for (int64_t j = 0; j < k; ++j) {
       if (j > 0) {
-        Tensor token = ids ? ids->index_select(0, out.select(1, j - 1)) : out.select(1, j - 1);
-        Tensor xj = embed.index_select(0, token).mul_(scale).add_(table.index_select(0, held)).unsqueeze(1);
+        Tensor xj = embedded(embed, ids, out.select(1, j - 1), scale, table.index_select(0, held)).unsqueeze(1);
         next = extend(xj, held, cache_k, cache_v, cross_k_t, cross_v, mask, row_class, padded_one).select(1, 0);
         held = held + 1;
       }
@@ -383,8 +382,8 @@ struct NativeDecoder : torch::CustomClassHolder {
   // a row may only end (EOS's log P kept); the first most probable column; log P summed in float32
   // onto sums (rows,). Stops after `steps` steps or the first step at which some row chose `eos` ->
   // (chosen (rows, s), running sums (rows, s)); the caches then hold length + s positions.
-  std::tuple<Tensor, Tensor> greedy(Tensor tokens, Tensor sums, int64_t first_step, int64_t steps, Tensor caps,
-                                    int64_t eos, Tensor banned, Tensor embed, double scale, Tensor table,
+  std::tuple<Tensor, Tensor> greedy(Tensor tokens, Tensor sums, int64_t first_step, Tensor caps, int64_t eos,
+                                    Tensor banned, int64_t steps, Tensor embed, double scale, Tensor table,
                                     std::optional<Tensor> ids, std::vector<Tensor> cache_k,
                                     std::vector<Tensor> cache_v, int64_t length, std::vector<Tensor> cross_k_t,
                                     std::vector<Tensor> cross_v, std::optional<Tensor> mask, int64_t row_class,
@@ -395,13 +394,13 @@ struct NativeDecoder : torch::CustomClassHolder {
                     caps.dim() == 1 && caps.scalar_type() == at::kLong && caps.size(0) == rows,
                 "tokens, sums and caps must be (rows,): int64, float32, int64");
     TORCH_CHECK(first_step >= 1, "first_step must be >= 1, got ", first_step);
-    const Tensor id_of = checked_ids(tokens, ids, embed, table, steps, banned, eos, cache_k, length);
+    check_run(tokens, ids, embed, table, steps, banned, eos, cache_k, length);
     Tensor chosen = at::empty({rows, steps}, tokens.options()), running = at::empty({rows, steps}, sums.options());
     const auto cap = caps.accessor<int64_t, 1>();
     Tensor token = tokens;
     int64_t j = 0;
     while (j < steps) {  // a failure anywhere leaves the caches as they were below `length` (Python goes on)
-      Tensor x = embed.index_select(0, id_of.index_select(0, token)).mul_(scale).add_(table.select(0, j));
+      Tensor x = embedded(embed, ids, token, scale, table.select(0, j));
       Tensor logp = at::log_softmax(step(x, cache_k, cache_v, length + j, cross_k_t, cross_v, mask, row_class,
                                          padded), 1);  // (rows, columns)
       if (banned.numel() > 0) logp.index_fill_(1, banned, -std::numeric_limits<float>::infinity());
@@ -443,8 +442,8 @@ struct NativeDecoder : torch::CustomClassHolder {
   // `steps` steps, stopping after the first at which some sentence is done (its caches then not
   // reordered: the caller drops it) -> the six Beams tensors, rows (n * k,) each survivor's row,
   // last (n * k,) its token, done (n,) bool, and the steps taken (a 0-d int64).
-  std::vector<Tensor> beam(Tensor tokens, std::vector<Tensor> beams, int64_t first_step, int64_t steps,
-                           int64_t n_best, int64_t eos, Tensor banned, std::string style, double alpha,
+  std::vector<Tensor> beam(Tensor tokens, std::vector<Tensor> beams, int64_t first_step, int64_t n_best,
+                           int64_t eos, Tensor banned, std::string style, double alpha, int64_t steps,
                            Tensor embed, double scale, Tensor table, std::optional<Tensor> ids,
                            std::vector<Tensor> cache_k, std::vector<Tensor> cache_v, int64_t length,
                            std::vector<Tensor> cross_k_t, std::vector<Tensor> cross_v, std::optional<Tensor> mask,
@@ -454,7 +453,7 @@ struct NativeDecoder : torch::CustomClassHolder {
     TORCH_CHECK(style == "gnmt" || style == "fairseq" || style == "len", "no length penalty style ", style);
     TORCH_CHECK(first_step >= 1 && n_best >= 1 && n_best <= k && b.live_seqs.size(2) >= first_step + steps - 1,
                 "first_step must be >= 1, n_best 1 .. k, and the sequences must hold every step");
-    const Tensor id_of = checked_ids(tokens, ids, embed, table, steps, banned, eos, cache_k, length);
+    check_run(tokens, ids, embed, table, steps, banned, eos, cache_k, length);
     const Penalty lp{style == "gnmt", alpha};
     const auto max_len = b.max_lens.accessor<int64_t, 1>();
     Tensor token = tokens, rows_of, last, done;
@@ -463,7 +462,7 @@ struct NativeDecoder : torch::CustomClassHolder {
       const int64_t step = first_step + j;
       const BeamState before = b;  // the beams and caches agree at every step's start
       try {  // a step that fails after the first ends the run at the start of that step
-        Tensor x = embed.index_select(0, id_of.index_select(0, token)).mul_(scale).add_(table.select(0, j));
+        Tensor x = embedded(embed, ids, token, scale, table.select(0, j));
         Tensor logits = this->step(x, cache_k, cache_v, length + j, cross_k_t, cross_v, mask, row_class, padded);
         const Tensor lse = row_log_normalizers(logits);  // (n * k,)
         Tensor scores = logits.view({n, k, logits.size(1)});
@@ -517,11 +516,19 @@ struct NativeDecoder : torch::CustomClassHolder {
     return b;
   }
 
-  // The target id of each output column (ids, or the columns themselves), checked with the other
-  // inputs a run takes: tokens are columns, table holds `steps` positions of the embeddings' width.
-  static Tensor checked_ids(const Tensor& tokens, const std::optional<Tensor>& ids, const Tensor& embed,
-                            const Tensor& table, int64_t steps, const Tensor& banned, int64_t eos,
-                            const std::vector<Tensor>& cache_k, int64_t length) {
+  // The tokens (rows,) embedded: embed[ids[token] or token] * scale + position (d,) or (rows, d)
+  // (Transformer._embed: 3.4's scaled embedding plus 3.5's position, no dropout at inference).
+  static Tensor embedded(const Tensor& embed, const std::optional<Tensor>& ids, const Tensor& token, double scale,
+                         const Tensor& position) {
+    return embed.index_select(0, ids ? ids->index_select(0, token) : token).mul_(scale).add_(position);
+  }
+
+  // What a run is given besides its search's state: tokens are columns of the output layer (ids,
+  // if given, the target id of each column), table holds `steps` positions of the embeddings'
+  // width, banned and eos are columns, and the caches have room for `steps` more positions.
+  static void check_run(const Tensor& tokens, const std::optional<Tensor>& ids, const Tensor& embed,
+                        const Tensor& table, int64_t steps, const Tensor& banned, int64_t eos,
+                        const std::vector<Tensor>& cache_k, int64_t length) {
     TORCH_CHECK(cache_k.empty() || length + steps <= cache_k[0].size(cache_k[0].dim() - 2),
                 "KV cache holds ", cache_k.empty() ? 0 : cache_k[0].size(cache_k[0].dim() - 2),
                 " positions; ", steps, " steps after ", length, " do not fit");  // nothing written yet
@@ -529,17 +536,17 @@ struct NativeDecoder : torch::CustomClassHolder {
     check_float(table, 2, "table (steps, d_model)");
     TORCH_CHECK(steps >= 1 && table.size(0) >= steps && table.size(1) == embed.size(1),
                 "table must hold the ", steps, " steps' positions, each of the embeddings' width");
-    const Tensor id_of = ids ? *ids : at::arange(embed.size(0), tokens.options());
-    TORCH_CHECK(id_of.dim() == 1 && id_of.scalar_type() == at::kLong && id_of.min().item<int64_t>() >= 0 &&
-                    id_of.max().item<int64_t>() < embed.size(0) && tokens.min().item<int64_t>() >= 0 &&
-                    tokens.max().item<int64_t>() < id_of.size(0),
+    TORCH_CHECK(!ids || (ids->dim() == 1 && ids->scalar_type() == at::kLong && ids->numel() > 0 &&
+                         ids->min().item<int64_t>() >= 0 && ids->max().item<int64_t>() < embed.size(0)),
+                "ids must be 1-d int64 target ids of the embeddings");
+    const int64_t columns = ids ? ids->size(0) : embed.size(0);
+    TORCH_CHECK(tokens.min().item<int64_t>() >= 0 && tokens.max().item<int64_t>() < columns,
                 "tokens must be columns of the output layer, and ids target ids of the embeddings");
     TORCH_CHECK(banned.dim() == 1 && banned.scalar_type() == at::kLong &&
-                    (banned.numel() == 0 || (banned.min().item<int64_t>() >= 0 &&
-                                             banned.max().item<int64_t>() < id_of.size(0))) &&
-                    eos >= 0 && eos < id_of.size(0),
+                    (banned.numel() == 0 ||
+                     (banned.min().item<int64_t>() >= 0 && banned.max().item<int64_t>() < columns)) &&
+                    eos >= 0 && eos < columns,
                 "banned and eos must be columns of the output layer");
-    return id_of;
   }
 };
 

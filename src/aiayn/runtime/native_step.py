@@ -164,14 +164,9 @@ class NativeDecoder:
         after which a row may only choose `eos`, `banned` (ids,) columns never chosen, `ids`
         (columns,) where the output layer is a shortlist's -> (chosen (rows, s), running sums
         (rows, s)), s <= steps, ending at the first step some row chose EOS; the state advanced s."""
-        rows, length, steps = tokens.size(0), *_room(state, steps)
-        embed, table = model.tgt_embed, model.tgt_pos(steps, state.step)  # (steps, d_model)
-        keys, values, cross_k, cross_v, mask = _caches(state)
-        chosen, running = self._decoder.greedy(
-            tokens, sums, first_step, steps, caps, eos, banned, embed.weight.detach(), embed.scale, table,
-            ids, keys, values, length, cross_k, cross_v, mask, row_class(rows), padded_rows(rows),
-        )  # fmt: skip
-        self._advance(state, length, chosen.size(1))
+        head = (tokens, sums, first_step, caps, eos, banned)
+        chosen, running = self._run("greedy", model, state, ids, steps, *head)
+        self._advance(state, chosen.size(1))
         return chosen, running
 
     def beam(
@@ -185,22 +180,31 @@ class NativeDecoder:
         as in `greedy` -> the six Beams tensors, rows (n * k,) each survivor's row, last (n * k,)
         its token, done (n,), and the steps taken (0-d), ending at the first step some sentence is
         done (its rows not reordered); the state advanced that many steps."""
-        rows, length, steps = tokens.size(0), *_room(state, steps)
-        embed, table = model.tgt_embed, model.tgt_pos(steps, state.step)  # (steps, d_model)
-        keys, values, cross_k, cross_v, mask = _caches(state)
-        found = self._decoder.beam(
-            tokens, beams, first_step, steps, n_best, eos, banned, style, alpha, embed.weight.detach(),
-            embed.scale, table, ids, keys, values, length, cross_k, cross_v, mask, row_class(rows),
-            padded_rows(rows),
-        )  # fmt: skip
-        self._advance(state, length, int(found[-1]))
+        head = (tokens, beams, first_step, n_best, eos, banned, style, alpha)
+        found = self._run("beam", model, state, ids, steps, *head)
+        self._advance(state, int(found[-1]))
         return found
 
+    def _run(self, method: str, model: Transformer, state: DecoderState, ids, steps: int, *head):
+        """The native `method` called with `head` (its search's arguments, tokens first), then the
+        steps (capped at the caches' room: a step past it fails in Python, as a single step would),
+        the target embeddings and positions, `ids`, and the state's caches."""
+        caches, rows = state.self_kv, head[0].size(0)
+        length = caches[0].length if caches else state.step
+        if caches:
+            steps = max(1, min(steps, caches[0].k.size(2) - length))
+        embed, table = model.tgt_embed, model.tgt_pos(steps, state.step)  # (steps, d_model)
+        keys, values, cross_k, cross_v, mask = _caches(state)
+        return getattr(self._decoder, method)(
+            *head, steps, embed.weight.detach(), embed.scale, table, ids, keys, values, length, cross_k,
+            cross_v, mask, row_class(rows), padded_rows(rows),
+        )  # fmt: skip
+
     @staticmethod
-    def _advance(state: DecoderState, length: int, steps: int) -> None:
-        """The state and its caches hold `steps` more positions after `length`."""
+    def _advance(state: DecoderState, steps: int) -> None:
+        """The state and its caches hold `steps` more positions."""
         for cache in state.self_kv:
-            cache.length = length + steps
+            cache.length += steps
         state.step += steps
 
 
@@ -226,15 +230,6 @@ def search_steps(
             restricted.stale = True
         warnings.warn(f"the native step failed ({_first_line(e)}): {FALLBACK}", RuntimeWarning, stacklevel=2)
         return None
-
-
-def _room(state: DecoderState, steps: int) -> tuple[int, int]:
-    """The positions the caches hold, and `steps` capped at what they have room for (a run then never
-    fails for want of it: the step past the room fails in Python, as a single step would)."""
-    caches = state.self_kv
-    if not caches:
-        return state.step, steps
-    return caches[0].length, max(1, min(steps, caches[0].k.size(2) - caches[0].length))
 
 
 def _caches(state: DecoderState) -> tuple:
@@ -340,9 +335,8 @@ def _detached(t: Tensor | None) -> Tensor | None:
     return None if t is None else t.detach()
 
 
-def _native_of(model: Transformer, output: tuple | None = None) -> torch.ScriptObject | str:
-    """The native decoder of `model`'s decoder and output layer (or `output`: a layer, its weight
-    and bias), or why it cannot be built."""
+def _native_of(model: Transformer) -> torch.ScriptObject | str:
+    """The native decoder of `model`'s decoder and output layer, or why it cannot be built."""
     c = model.config
     native = torch.classes.aiayn.NativeDecoder(
         c.n_heads, c.key_dim, c.value_dim, c.norm_first, c.activation, c.layer_norm_eps
@@ -356,9 +350,8 @@ def _native_of(model: Transformer, output: tuple | None = None) -> torch.ScriptO
             native.add_norm(res.norm.weight.detach(), res.norm.bias.detach())
     if model.decoder.norm is not None:
         native.add_norm(model.decoder.norm.weight.detach(), model.decoder.norm.bias.detach())
-    output = output or (model.output_layer, model.output_weight, model.output_bias)
-    if not _add_linear(native, *output):
-        return f"an output layer of kind {type(output[0]).__name__}"
+    if not _add_linear(native, model.output_layer, model.output_weight, model.output_bias):
+        return f"an output layer of kind {type(model.output_layer).__name__}"
     return native
 
 
