@@ -17,6 +17,9 @@ GPU's dense bf16 peak (`PEAK_TFLOPS`, or `--peak-tflops`).
 The default batch is the paper's size (5.1: ~25,000 target tokens): 392 sentences of 64 tokens.
 Compiled (`--compile`), each system's model and its loss are compiled as its trainer would run them
 (aiayn's `compile: true`: the model, and the loss as fused plain operations, `aiayn.train.loss`).
+`--cudagraphs` adds each aiayn variant compiled with `mode="reduce-overhead"`: the forward and
+backward graphs replayed as CUDA graphs (one launch each, fixed shapes), which removes the time the
+GPU waits on the CPU's kernel launches.
 "aiayn chunked loss" computes the output projection and the loss together by chunks of tokens
 (`aiayn.train.chunked_loss`: the logits never written whole). `--profile N` then profiles N steps
 of each aiayn variant and prints where the GPU's time goes by kind of kernel (matrix products,
@@ -121,16 +124,23 @@ def batches(vocab: int, n: int, batch: int, length: int, device: str, seed: int)
     return [tuple(t.to(device) for t in b) for b in made]
 
 
-def build(name: str, args, compiled: bool):
-    """(model, step function, optimizer) of one system; compiled: its model and loss compiled."""
+MODES = {None: "", "default": " compiled", "reduce-overhead": " compiled + CUDA graphs"}  # labels
+
+
+def build(name: str, args, mode: str | None):
+    """(model, step function) of one system; mode: None (eager) or torch.compile's mode for its
+    model and loss."""
     torch.manual_seed(args.seed)
     model, head, criterion = BUILDERS[name](PRESETS[args.preset])
     model = model.to(args.device).train()
-    forward = torch.compile(model) if compiled else model
-    criterion = torch.compile(criterion) if compiled and not getattr(criterion, "eager", False) else criterion
+    forward = torch.compile(model, mode=mode) if mode else model
+    criterion = torch.compile(criterion) if mode and not getattr(criterion, "eager", False) else criterion
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
+    graphs = mode == "reduce-overhead"
 
     def step(src, tgt_in, tgt_out) -> None:
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs may be reused
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(src.device.type, dtype=torch.bfloat16):
             logits = head(forward, src, tgt_in)
@@ -140,10 +150,10 @@ def build(name: str, args, compiled: bool):
     return model, step
 
 
-def measure(name: str, args, data: list[tuple], compiled: bool, profile_to: list | None) -> dict:
+def measure(name: str, args, data: list[tuple], mode: str | None, profile_to: list | None) -> dict:
     """Seconds per step (the mean over --steps) and peak GPU memory of one model; with
     `profile_to`, the per-kind table of --profile more steps is appended to it."""
-    model, step = build(name, args, compiled)
+    model, step = build(name, args, mode)
     cuda = args.device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     if cuda:
@@ -219,6 +229,7 @@ def print_profile(label: str, table: dict) -> None:
     print("    the most expensive kernels:")
     for name, sec in table["top"]:
         print(f"    {1000 * sec:>8.2f} ms  {name[:90]}")
+    print(flush=True)
 
 
 def peak_tflops(args) -> float | None:
@@ -236,6 +247,7 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--compile", action="store_true", help="also time each model under torch.compile")
+    p.add_argument("--cudagraphs", action="store_true", help="also aiayn compiled with CUDA graphs")
     p.add_argument("--profile", type=int, default=0, help="profile this many steps of each aiayn variant")
     p.add_argument("--systems", default=",".join(BUILDERS), help="which systems, comma-separated")
     p.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak (else from its name)")
@@ -258,26 +270,28 @@ def main() -> int:
     print(f"{'model':<28}{'tok/s':>10}{'ms/step':>10}{'MFU':>8}{'peak GiB':>10}{'warm-up s':>11}")
     rows, profiles = [], {}
     systems = [n for n in BUILDERS if n in args.systems.split(",")]
-    for compiled in (False, True) if args.compile else (False,):
+    modes = [None] + ["default"] * args.compile + ["reduce-overhead"] * args.cudagraphs
+    for mode in modes:
         for name in systems:
-            label = name + (" compiled" if compiled else "")
+            if mode == "reduce-overhead" and not name.startswith("aiayn"):
+                continue
+            label = name + MODES[mode]
             tables = [] if args.profile and name.startswith("aiayn") else None
-            r = measure(name, args, data, compiled, tables)
+            r = measure(name, args, data, mode, tables)
             gc.collect()  # the model and its optimizer state, before the next one is built
             if args.device.startswith("cuda"):
                 torch.cuda.empty_cache()
             mfu = flops / r["step_s"] / (peak * 1e12) if peak else float("nan")
             r.update(model=label, tok_s=tokens / r["step_s"], mfu=mfu)
             rows.append(r)
-            if tables:
-                profiles[label] = tables[0]
             print(
                 f"{label:<28}{r['tok_s']:>10.0f}{1000 * r['step_s']:>10.1f}{100 * mfu:>7.1f}%"
                 f"{r['peak_gib']:>10.1f}{r['warmup_s']:>11.1f}",
                 flush=True,
             )
-    for label, table in profiles.items():
-        print_profile(label, table)
+            if tables:  # printed at once: a run stopped at its time limit keeps what it measured
+                profiles[label] = tables[0]
+                print_profile(label, tables[0])
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": device, "args": vars(args), "rows": rows, "profiles": profiles}, f, indent=1)
