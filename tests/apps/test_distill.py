@@ -1,6 +1,6 @@
 """`aiayn distill` (aiayn.apps.distill): the distilled data directory holds the teacher's beam-search
 translations of the training sources in the teacher's vocabulary, an interrupted translation goes
-on from its last finished chunk, and a student trains on it."""
+on from its last finished chunk (a damaged one translated again), and a student trains on it."""
 
 import shutil
 
@@ -17,6 +17,7 @@ from aiayn.errors import AiaynError
 from toy_translation import write_toy_data_dir
 
 SEARCH = DecodeConfig(beam_size=2)
+TRANSLATE_IDS = Translator.translate_ids
 
 
 class Interrupted(Exception):
@@ -28,6 +29,28 @@ def toy_data(toy_model_dir, tmp_path_factory):
     """60 training pairs of the toy task in the toy translator's vocabulary."""
     root = tmp_path_factory.mktemp("distill")
     return write_toy_data_dir(root / "data", toy_model_dir / "spm.model", n_train=60, n_test=10)
+
+
+@pytest.fixture(scope="module")
+def finished(toy_model_dir, toy_data, tmp_path_factory):
+    """OUT/data of the toy data, distilled in chunks of 16 with SEARCH."""
+    out = tmp_path_factory.mktemp("finished") / "out"
+    return distill_data([toy_model_dir], toy_data, out, SEARCH, chunk=16, device="cpu", progress=False)
+
+
+def count_chunks(monkeypatch, stop_at=None):
+    """The sizes of the chunks Translator.translate_ids is given from now on; with `stop_at`, it
+    raises Interrupted at that call (a kill in the middle of a chunk)."""
+    calls = []
+
+    def counted(self, sources, *args, **kwargs):
+        calls.append(len(sources))
+        if len(calls) == stop_at:
+            raise Interrupted
+        return TRANSLATE_IDS(self, sources, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate_ids", counted)
+    return calls
 
 
 def test_the_targets_are_the_teacher_s_translations(toy_model_dir, toy_data, tmp_path):
@@ -58,16 +81,7 @@ def test_the_targets_are_the_teacher_s_translations(toy_model_dir, toy_data, tmp
 
 
 def test_an_interrupted_run_goes_on_from_its_last_chunk(toy_model_dir, toy_data, tmp_path, monkeypatch):
-    calls = []
-    translate_ids = Translator.translate_ids
-
-    def interrupted(self, sources, *args, **kwargs):
-        calls.append(len(sources))
-        if len(calls) == 3:
-            raise Interrupted
-        return translate_ids(self, sources, *args, **kwargs)
-
-    monkeypatch.setattr(Translator, "translate_ids", interrupted)
+    count_chunks(monkeypatch, stop_at=3)
     with pytest.raises(Interrupted):
         distill_data(
             [toy_model_dir], toy_data, tmp_path / "out", SEARCH, chunk=16, device="cpu", progress=False
@@ -76,7 +90,7 @@ def test_an_interrupted_run_goes_on_from_its_last_chunk(toy_model_dir, toy_data,
         "chunk-00000.npz",
         "chunk-00001.npz",
     ]
-    calls.clear()
+    calls = count_chunks(monkeypatch)
     out = distill_data(
         [toy_model_dir], toy_data, tmp_path / "out", SEARCH, chunk=16, device="cpu", progress=False
     )
@@ -87,6 +101,44 @@ def test_an_interrupted_run_goes_on_from_its_last_chunk(toy_model_dir, toy_data,
     )
     for name in ("train.tgt.bin", "raw/train.tgt"):
         assert (out / name).read_bytes() == (whole / name).read_bytes()
+
+
+def _damage(path, kind):
+    """Chunk file `path` made as a kill, a full disk or another program could leave it."""
+    with np.load(path) as part:
+        tokens, lengths = part["tokens"], part["lengths"]
+    if kind == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+        return
+    if kind == "object":
+        tokens = np.array([[1, 2], [3]], dtype=object)
+    elif kind == "short":
+        lengths = lengths[:-4]
+        tokens = tokens[: lengths.sum()]
+    elif kind == "out of range":
+        tokens = tokens + 70_000
+    elif kind == "float":
+        tokens = tokens.astype(np.float32)
+    with open(path, "wb") as f:
+        np.savez(f, tokens=tokens, lengths=lengths)
+
+
+@pytest.mark.parametrize("kind", ["truncated", "object", "short", "out of range", "float"])
+def test_a_damaged_chunk_is_named_and_translated_again(
+    kind, toy_model_dir, toy_data, finished, tmp_path, monkeypatch, capsys
+):
+    count_chunks(monkeypatch, stop_at=3)
+    run = [[toy_model_dir], toy_data, tmp_path / "out", SEARCH]
+    with pytest.raises(Interrupted):
+        distill_data(*run, chunk=16, device="cpu", progress=False)
+    damaged = tmp_path / "out" / "data.parts" / "chunk-00001.npz"
+    _damage(damaged, kind)
+    calls = count_chunks(monkeypatch)
+    out = distill_data(*run, chunk=16, device="cpu", progress=False)
+    assert calls == [16, 16, 12]  # chunk 1 again, then 2 and 3
+    assert f"warning: {damaged}: " in capsys.readouterr().err
+    for name in ("train.tgt.bin", "raw/train.tgt"):
+        assert (out / name).read_bytes() == (finished / name).read_bytes()
 
 
 def test_a_resume_with_another_search_is_refused(toy_model_dir, toy_data, tmp_path):

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -60,34 +62,61 @@ def _check_parts(parts: Path, description: dict) -> None:
     atomic_write_text(path, json.dumps(description, indent=2) + "\n")
 
 
+def _chunk_problem(tokens: np.ndarray, lengths: np.ndarray, count: int, vocab_size: int) -> str | None:
+    """What is wrong with a chunk's arrays, if anything, against what translate_chunks writes."""
+    if any(a.dtype != np.int64 or a.ndim != 1 for a in (tokens, lengths)):
+        return "its arrays are not 1-D int64 ones"
+    if len(lengths) != count:
+        return f"{len(lengths)} translations for {count} sources"
+    if (lengths < 0).any() or lengths.sum() != len(tokens):
+        return "its lengths do not add up to its tokens"
+    if len(tokens) and (tokens.min() < 0 or tokens.max() >= vocab_size):
+        return f"ids outside the vocabulary (0 to {vocab_size - 1})"
+    return None
+
+
+def _read_chunk(path: Path, count: int, vocab_size: int) -> list[list[int]] | None:
+    """The `count` translations (ids, no EOS) that chunk file `path` holds; None when there is no such
+    file, or when it is damaged: then it is removed, with a warning naming it, to be translated again."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as part:
+            tokens, lengths = part["tokens"], part["lengths"]
+        problem = _chunk_problem(tokens, lengths, count, vocab_size)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        problem = f"cannot be read ({type(err).__name__}: {err})"
+    if problem is None:
+        return [t.tolist() for t in np.split(tokens, np.cumsum(lengths)[:-1])]
+    print(f"warning: {path}: {problem}; translating its sources again", file=sys.stderr)
+    path.unlink()
+    return None
+
+
 def translate_chunks(
     translator, sources: Sequence[np.ndarray], parts: Path, options, chunk: int, progress=True
-):
-    """Translate `sources` chunk by chunk into parts/chunk-NNNNN.npz (each written atomically),
-    skipping the chunks already there; returns how many chunks this call translated."""
-    starts = list(range(0, len(sources), chunk))
-    todo = [i for i, _ in enumerate(starts) if not _chunk_path(parts, i).is_file()]
-    done = len(sources) - sum(len(sources[starts[i] : starts[i] + chunk]) for i in todo)
+) -> list[list[int]]:
+    """The teacher's translations (ids, no EOS) of `sources`, in order: chunk by chunk into
+    parts/chunk-NNNNN.npz (each written atomically), a chunk already there read instead (checked)."""
+    starts = range(0, len(sources), chunk)
+    vocab_size = translator.config.vocab_size
+    found = [
+        _read_chunk(_chunk_path(parts, i), len(sources[s : s + chunk]), vocab_size)
+        for i, s in enumerate(starts)
+    ]
+    done = sum(len(f) for f in found if f is not None)
     with tqdm(total=len(sources), initial=done, desc="distilling", unit="sent", disable=not progress) as bar:
-        for i in todo:
-            ids = [s.tolist() for s in sources[starts[i] : starts[i] + chunk]]
-            found = translator.translate_ids(ids, options.replace(n_best=1), progress=bar.update)
-            tokens = [h[0].tokens for h in found]
-            lengths = np.array([len(t) for t in tokens], dtype=np.int64)
-            flat = np.array([t for ts in tokens for t in ts], dtype=np.int64)
+        for i, start in enumerate(starts):
+            if found[i] is not None:
+                continue
+            ids = [s.tolist() for s in sources[start : start + chunk]]
+            hypotheses = translator.translate_ids(ids, options.replace(n_best=1), progress=bar.update)
+            found[i] = [h[0].tokens for h in hypotheses]
+            lengths = np.array([len(t) for t in found[i]], dtype=np.int64)
+            flat = np.array([t for ts in found[i] for t in ts], dtype=np.int64)
             with atomic_path(_chunk_path(parts, i)) as tmp, open(tmp, "wb") as f:
                 np.savez(f, tokens=flat, lengths=lengths)
-    return len(todo)
-
-
-def _read_chunks(parts: Path, count: int) -> list[list[int]]:
-    """The teacher's translations (ids, no EOS) of every source, in order."""
-    outputs: list[list[int]] = []
-    for i in range(count):
-        with np.load(_chunk_path(parts, i)) as part:
-            ends = np.cumsum(part["lengths"])
-            outputs += [t.tolist() for t in np.split(part["tokens"], ends[:-1])] if len(ends) else []
-    return outputs
+    return [t for ts in found for t in ts]
 
 
 def _write_data(data: DataDir, out: Path, sources, outputs, description: dict) -> None:
@@ -147,8 +176,7 @@ def distill_data(
     _check_parts(parts, description)
     translator = Translator.load(list(teachers) if len(teachers) > 1 else teachers[0], device, int8=int8)
     sources = _sources(data)
-    translate_chunks(translator, sources, parts, options, chunk, progress)
-    outputs = _read_chunks(parts, len(range(0, len(sources), chunk)))
+    outputs = translate_chunks(translator, sources, parts, options, chunk, progress)
     _write_data(data, out / "data", sources, outputs, description)
     shutil.rmtree(parts)
     return out / "data"
