@@ -1,7 +1,9 @@
 """`aiayn distill` (aiayn.apps.distill): the distilled data directory holds the teacher's beam-search
 translations of the training sources in the teacher's vocabulary, an interrupted translation goes
-on from its last finished chunk (a damaged one translated again), and a student trains on it."""
+on from its last finished chunk (a damaged one translated again), a student trains on it, and what
+OUT holds is reused only when this run made it, never replaced when the user did."""
 
+import json
 import shutil
 
 import numpy as np
@@ -149,6 +151,48 @@ def test_a_resume_with_another_search_is_refused(toy_model_dir, toy_data, tmp_pa
         distill_data([toy_model_dir], toy_data, tmp_path / "out", SEARCH, progress=False)
 
 
+def test_what_the_user_put_at_out_data_is_refused_and_kept(toy_model_dir, toy_data, tmp_path, capsys):
+    mine, victim, parts = tmp_path / "mine" / "data", tmp_path / "victim", tmp_path / "parts" / "data.parts"
+    for directory in (mine, victim, parts):
+        directory.mkdir(parents=True)
+        (directory / "precious.txt").write_text("mine")
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "data").symlink_to(victim)
+    cases = {
+        "mine": f"{mine} exists and is not distill's data directory",
+        "linked": f"{tmp_path / 'linked' / 'data'} is a link",
+        "parts": f"{parts / 'precious.txt'} is not distill's",
+    }
+    for out, message in cases.items():
+        argv = ["distill", str(toy_model_dir), str(toy_data), "--out", str(tmp_path / out), "--steps", "1"]
+        assert main([*argv, "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    for directory in (mine, victim, parts):
+        assert [p.name for p in directory.iterdir()] == ["precious.txt"]
+
+
+def test_out_is_reused_only_as_this_distillation(toy_model_dir, toy_data, finished, tmp_path):
+    def out_holding(data, name):
+        shutil.copytree(data, tmp_path / name / "data")
+        return tmp_path / name
+
+    run = dict(chunk=16, device="cpu", progress=False)
+    reused = distill_data([toy_model_dir], toy_data, out_holding(finished, "same"), SEARCH, **run)
+    assert reused == tmp_path / "same" / "data"
+    with pytest.raises(AiaynError, match="other teachers, data or search"):
+        distill_data(
+            [toy_model_dir], toy_data, out_holding(finished, "beam1"), DecodeConfig(beam_size=1), **run
+        )
+    with pytest.raises(AiaynError, match="is not distill's data directory"):  # the references themselves
+        distill_data([toy_model_dir], toy_data, out_holding(toy_data, "original"), SEARCH, **run)
+    vision = tmp_path / "vit"
+    vision.mkdir()
+    (vision / "config.json").write_text(json.dumps({"format_version": 1, "vision": {"patch": 4}}))
+    with pytest.raises(AiaynError, match="a vision model"):
+        distill_data([vision], toy_data, out_holding(finished, "vision"), SEARCH, **run)
+
+
 def test_data_in_another_vocabulary_is_refused(toy_model_dir, data_dir, tmp_path):
     with pytest.raises(AiaynError, match="vocabulary is not"):
         distill_data([toy_model_dir], data_dir, tmp_path / "out", SEARCH, progress=False)
@@ -171,5 +215,13 @@ def test_distill_on_the_command_line_trains_a_student(toy_model_dir, toy_data, t
     student = Translator.load(out / "model", device="cpu")
     assert (student.config.n_layers, student.config.decoder_layers) == (2, 1)
     assert isinstance(student.translate(["el gato"])[0], str)
+    config = json.loads((out / "model" / "config.json").read_text())
+    assert config["distilled"] == DataDir(out / "data").meta["distilled"]  # what it was trained on
     shutil.rmtree(out / "data" / "raw")  # a finished OUT/data and OUT/model are reused, not redone
     assert main([*argv, "--no-progress"]) == 0
+    assert main([*argv, "--set", "d_model=64", "--no-progress"]) == 2
+    assert f"{out / 'model'} is another model (d_model 32, not 64" in capsys.readouterr().err
+    config["distilled"]["teachers"] = ["/elsewhere/model"]
+    (out / "model" / "config.json").write_text(json.dumps(config))
+    assert main([*argv, "--no-progress"]) == 2
+    assert "was not trained on this distillation" in capsys.readouterr().err
