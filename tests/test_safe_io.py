@@ -98,11 +98,15 @@ def test_a_linked_out_is_followed_and_the_link_kept(tmp_path):
         (work / "new").write_text("1")
     assert link.is_symlink() and [p.name for p in (tmp_path / "real").iterdir()] == ["new"]
     assert (link / "new").read_text() == "1" and hidden(tmp_path) == []
-    dangling = tmp_path / "dangling"
-    dangling.symlink_to("nowhere")
-    with building_directory(dangling) as work:
-        (work / "a").write_text("2")
-    assert dangling.is_symlink() and (tmp_path / "nowhere" / "a").read_text() == "2"
+
+
+def test_a_link_to_nothing_is_refused_and_nothing_made(tmp_path):
+    (tmp_path / "dangling").symlink_to("nowhere/deep")
+    (tmp_path / "under").symlink_to("gone")
+    for out in (tmp_path / "dangling", tmp_path / "under" / "out"):
+        with pytest.raises(AiaynError, match=r"^--out .*: (.* is )?a link to (nowhere/deep|gone), which"):
+            building_directory(out).__enter__()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "under"]
 
 
 def test_leftovers_of_dead_runs_go_and_a_live_runs_stay(tmp_path):
@@ -110,8 +114,8 @@ def test_leftovers_of_dead_runs_go_and_a_live_runs_stay(tmp_path):
     with building_directory(out) as work:
         (work / "a").write_text("old")
     out.rename(tmp_path / ".out.old-killed")  # a run killed between its two renames
-    (tmp_path / ".out.tmp-dead").mkdir()
-    live = tmp_path / ".out.tmp-live"
+    (tmp_path / ".out.tmp-dead0000").mkdir()
+    live = tmp_path / ".out.tmp-live0000"
     live.mkdir()
     fd = os.open(live, os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_EX)  # held by another (here: this) process, which is alive
@@ -120,9 +124,21 @@ def test_leftovers_of_dead_runs_go_and_a_live_runs_stay(tmp_path):
             assert (out / "a").read_text() == "old"  # put back before anything else happens
             (work / "a").write_text("new")
         assert (out / "a").read_text() == "new"
-        assert hidden(tmp_path) == [".out.tmp-live"]
+        assert hidden(tmp_path) == [".out.tmp-live0000"]
     finally:
         os.close(fd)
+
+
+def test_dead_runs_temporaries_go_whatever_they_were_building(tmp_path):
+    """A killed `export-onnx other` left .other.tmp-*: the next run into the same parent removes it,
+    and leaves a user's directory that only looks temporary."""
+    dead, mine = tmp_path / ".other.tmp-k1ll3d_0", tmp_path / ".notes.tmp-mine"
+    for path in (dead, mine):
+        path.mkdir()
+        (path / "weights").write_text("x")
+    with building_directory(tmp_path / "out") as work:
+        (work / "a").write_text("1")
+    assert hidden(tmp_path) == [".notes.tmp-mine"]
 
 
 def test_vacant_is_absent_or_an_empty_directory(tmp_path):

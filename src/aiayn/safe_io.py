@@ -6,7 +6,8 @@ target, and the directory fsynced (`atomic_path`, `atomic_write_text`, `atomic_c
 power cut or a full disk leaves the old file or the new one, never an empty or half-written one.
 A whole directory (`aiayn prepare`, `aiayn import-marian`) is built in a hidden temporary directory
 next to it and renamed into place (`building_directory`); the run holds a lock on its temporary
-directory, so the next run removes what a killed one left without touching a live one's.
+directory, so the next run into the same parent directory (whatever its name) removes what a killed
+one left without touching a live one's.
 
 Reads of files someone else made. A file name taken from a config file must be a plain name that
 resolves inside its directory (`resolve_inside`), so that a model directory's config.json cannot make
@@ -19,6 +20,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -29,6 +31,7 @@ from typing import BinaryIO
 
 from aiayn.errors import AiaynError
 
+WORK_NAME = re.compile(r"\..+\.tmp-[a-z0-9_]{8}")  # building_directory's: ".OUT.tmp-" + mkdtemp's 8
 MAX_LINE_BYTES = 1 << 20  # 1 MiB: far beyond any sentence, far below a whole file read by mistake
 
 
@@ -128,7 +131,8 @@ def _clean_leftovers(out: Path) -> None:
     """What killed runs left beside `out` (the caller holds the lock on out's parent).
 
     A run killed between its two renames left `out` moved aside: it is put back. Temporary
-    directories whose run is dead (their lock is free) are removed; a live run's are left alone.
+    directories of any run into this parent (`building_directory`'s names) whose run is dead (their
+    lock is free) are removed, whatever directory they were building; a live run's are left alone.
     """
     hidden = glob.escape(f".{out.name}")
     olds = sorted(out.parent.glob(hidden + ".old-*"))
@@ -136,7 +140,9 @@ def _clean_leftovers(out: Path) -> None:
         olds.pop().rename(out)
     for old in olds:
         shutil.rmtree(old, ignore_errors=True)
-    for work in out.parent.glob(hidden + ".tmp-*"):
+    for work in out.parent.glob(".*.tmp-*"):
+        if not WORK_NAME.fullmatch(work.name) or work.is_symlink() or not work.is_dir():
+            continue
         try:
             fd = _lock(work, blocking=False)
         except FileNotFoundError:  # gone meanwhile
@@ -253,8 +259,8 @@ def _is_stdin(path: Path) -> bool:
 
 
 def output_dir(path: str | Path, what: str) -> Path:
-    """Directory `path`, made if needed; a one-line AiaynError when a file (or a file on the way) is there."""
-    path = Path(path)
+    """Directory `path`, made if needed; the one-line AiaynError of `check_dir_path` when it cannot be."""
+    path = check_dir_path(path, what)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -266,9 +272,13 @@ def output_dir(path: str | Path, what: str) -> Path:
 
 def check_dir_path(path: str | Path, what: str) -> Path:
     """`path` if a directory is there or can be made there (nothing is made), else the one-line
-    AiaynError of `output_dir`: a file at `path`, or a file where one of its parents should be."""
+    AiaynError of `output_dir`: a file at `path`, a file where one of its parents should be, or a
+    link to nothing at `path` or on its way (making its target would make a path the user never named)."""
     path = Path(path)
-    existing = next((p for p in (path, *path.absolute().parents) if p.exists()), None)
+    existing = next((p for p in (path, *path.absolute().parents) if p.exists() or p.is_symlink()), None)
+    if existing is not None and not existing.exists():
+        where = "" if existing == path.absolute() else f"{existing} is "
+        raise AiaynError(f"{what} {path}: {where}a link to {os.readlink(existing)}, which does not exist")
     if existing is not None and not existing.is_dir():
         raise AiaynError(f"{what} {path}: a file is there, not a directory")
     return path

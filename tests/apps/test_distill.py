@@ -1,7 +1,9 @@
 """`aiayn distill` (aiayn.apps.distill): the distilled data directory holds the teacher's beam-search
 translations of the training sources in the teacher's vocabulary, an interrupted translation goes
-on from its last finished chunk, and a student trains on it."""
+on from its last finished chunk (a damaged one translated again), a student trains on it, and what
+OUT holds is reused only when this run made it, never replaced when the user did."""
 
+import json
 import shutil
 
 import numpy as np
@@ -17,6 +19,7 @@ from aiayn.errors import AiaynError
 from toy_translation import write_toy_data_dir
 
 SEARCH = DecodeConfig(beam_size=2)
+TRANSLATE_IDS = Translator.translate_ids
 
 
 class Interrupted(Exception):
@@ -28,6 +31,28 @@ def toy_data(toy_model_dir, tmp_path_factory):
     """60 training pairs of the toy task in the toy translator's vocabulary."""
     root = tmp_path_factory.mktemp("distill")
     return write_toy_data_dir(root / "data", toy_model_dir / "spm.model", n_train=60, n_test=10)
+
+
+@pytest.fixture(scope="module")
+def finished(toy_model_dir, toy_data, tmp_path_factory):
+    """OUT/data of the toy data, distilled in chunks of 16 with SEARCH."""
+    out = tmp_path_factory.mktemp("finished") / "out"
+    return distill_data([toy_model_dir], toy_data, out, SEARCH, chunk=16, device="cpu", progress=False)
+
+
+def count_chunks(monkeypatch, stop_at=None):
+    """The sizes of the chunks Translator.translate_ids is given from now on; with `stop_at`, it
+    raises Interrupted at that call (a kill in the middle of a chunk)."""
+    calls = []
+
+    def counted(self, sources, *args, **kwargs):
+        calls.append(len(sources))
+        if len(calls) == stop_at:
+            raise Interrupted
+        return TRANSLATE_IDS(self, sources, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate_ids", counted)
+    return calls
 
 
 def test_the_targets_are_the_teacher_s_translations(toy_model_dir, toy_data, tmp_path):
@@ -58,16 +83,7 @@ def test_the_targets_are_the_teacher_s_translations(toy_model_dir, toy_data, tmp
 
 
 def test_an_interrupted_run_goes_on_from_its_last_chunk(toy_model_dir, toy_data, tmp_path, monkeypatch):
-    calls = []
-    translate_ids = Translator.translate_ids
-
-    def interrupted(self, sources, *args, **kwargs):
-        calls.append(len(sources))
-        if len(calls) == 3:
-            raise Interrupted
-        return translate_ids(self, sources, *args, **kwargs)
-
-    monkeypatch.setattr(Translator, "translate_ids", interrupted)
+    count_chunks(monkeypatch, stop_at=3)
     with pytest.raises(Interrupted):
         distill_data(
             [toy_model_dir], toy_data, tmp_path / "out", SEARCH, chunk=16, device="cpu", progress=False
@@ -76,7 +92,7 @@ def test_an_interrupted_run_goes_on_from_its_last_chunk(toy_model_dir, toy_data,
         "chunk-00000.npz",
         "chunk-00001.npz",
     ]
-    calls.clear()
+    calls = count_chunks(monkeypatch)
     out = distill_data(
         [toy_model_dir], toy_data, tmp_path / "out", SEARCH, chunk=16, device="cpu", progress=False
     )
@@ -89,12 +105,92 @@ def test_an_interrupted_run_goes_on_from_its_last_chunk(toy_model_dir, toy_data,
         assert (out / name).read_bytes() == (whole / name).read_bytes()
 
 
+def _damage(path, kind):
+    """Chunk file `path` made as a kill, a full disk or another program could leave it."""
+    with np.load(path) as part:
+        tokens, lengths = part["tokens"], part["lengths"]
+    if kind == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+        return
+    if kind == "object":
+        tokens = np.array([[1, 2], [3]], dtype=object)
+    elif kind == "short":
+        lengths = lengths[:-4]
+        tokens = tokens[: lengths.sum()]
+    elif kind == "out of range":
+        tokens = tokens + 70_000
+    elif kind == "float":
+        tokens = tokens.astype(np.float32)
+    with open(path, "wb") as f:
+        np.savez(f, tokens=tokens, lengths=lengths)
+
+
+@pytest.mark.parametrize("kind", ["truncated", "object", "short", "out of range", "float"])
+def test_a_damaged_chunk_is_named_and_translated_again(
+    kind, toy_model_dir, toy_data, finished, tmp_path, monkeypatch, capsys
+):
+    count_chunks(monkeypatch, stop_at=3)
+    run = [[toy_model_dir], toy_data, tmp_path / "out", SEARCH]
+    with pytest.raises(Interrupted):
+        distill_data(*run, chunk=16, device="cpu", progress=False)
+    damaged = tmp_path / "out" / "data.parts" / "chunk-00001.npz"
+    _damage(damaged, kind)
+    calls = count_chunks(monkeypatch)
+    out = distill_data(*run, chunk=16, device="cpu", progress=False)
+    assert calls == [16, 16, 12]  # chunk 1 again, then 2 and 3
+    assert f"warning: {damaged}: " in capsys.readouterr().err
+    for name in ("train.tgt.bin", "raw/train.tgt"):
+        assert (out / name).read_bytes() == (finished / name).read_bytes()
+
+
 def test_a_resume_with_another_search_is_refused(toy_model_dir, toy_data, tmp_path):
     parts = tmp_path / "out" / distill_app.PARTS
     parts.mkdir(parents=True)
     (parts / distill_app.PARTS_FILE).write_text('{"teachers": []}')
     with pytest.raises(AiaynError, match="another distillation"):
         distill_data([toy_model_dir], toy_data, tmp_path / "out", SEARCH, progress=False)
+
+
+def test_what_the_user_put_at_out_data_is_refused_and_kept(toy_model_dir, toy_data, tmp_path, capsys):
+    mine, victim, parts = tmp_path / "mine" / "data", tmp_path / "victim", tmp_path / "parts" / "data.parts"
+    for directory in (mine, victim, parts):
+        directory.mkdir(parents=True)
+        (directory / "precious.txt").write_text("mine")
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "data").symlink_to(victim)
+    cases = {
+        "mine": f"{mine} exists and is not distill's data directory",
+        "linked": f"{tmp_path / 'linked' / 'data'} is a link",
+        "parts": f"{parts / 'precious.txt'} is not distill's",
+    }
+    for out, message in cases.items():
+        argv = ["distill", str(toy_model_dir), str(toy_data), "--out", str(tmp_path / out), "--steps", "1"]
+        assert main([*argv, "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    for directory in (mine, victim, parts):
+        assert [p.name for p in directory.iterdir()] == ["precious.txt"]
+
+
+def test_out_is_reused_only_as_this_distillation(toy_model_dir, toy_data, finished, tmp_path):
+    def out_holding(data, name):
+        shutil.copytree(data, tmp_path / name / "data")
+        return tmp_path / name
+
+    run = dict(chunk=16, device="cpu", progress=False)
+    reused = distill_data([toy_model_dir], toy_data, out_holding(finished, "same"), SEARCH, **run)
+    assert reused == tmp_path / "same" / "data"
+    with pytest.raises(AiaynError, match="other teachers, data or search"):
+        distill_data(
+            [toy_model_dir], toy_data, out_holding(finished, "beam1"), DecodeConfig(beam_size=1), **run
+        )
+    with pytest.raises(AiaynError, match="is not distill's data directory"):  # the references themselves
+        distill_data([toy_model_dir], toy_data, out_holding(toy_data, "original"), SEARCH, **run)
+    vision = tmp_path / "vit"
+    vision.mkdir()
+    (vision / "config.json").write_text(json.dumps({"format_version": 1, "vision": {"patch": 4}}))
+    with pytest.raises(AiaynError, match="a vision model"):
+        distill_data([vision], toy_data, out_holding(finished, "vision"), SEARCH, **run)
 
 
 def test_data_in_another_vocabulary_is_refused(toy_model_dir, data_dir, tmp_path):
@@ -119,5 +215,13 @@ def test_distill_on_the_command_line_trains_a_student(toy_model_dir, toy_data, t
     student = Translator.load(out / "model", device="cpu")
     assert (student.config.n_layers, student.config.decoder_layers) == (2, 1)
     assert isinstance(student.translate(["el gato"])[0], str)
+    config = json.loads((out / "model" / "config.json").read_text())
+    assert config["distilled"] == DataDir(out / "data").meta["distilled"]  # what it was trained on
     shutil.rmtree(out / "data" / "raw")  # a finished OUT/data and OUT/model are reused, not redone
     assert main([*argv, "--no-progress"]) == 0
+    assert main([*argv, "--set", "d_model=64", "--no-progress"]) == 2
+    assert f"{out / 'model'} is another model (d_model 32, not 64" in capsys.readouterr().err
+    config["distilled"]["teachers"] = ["/elsewhere/model"]
+    (out / "model" / "config.json").write_text(json.dumps(config))
+    assert main([*argv, "--no-progress"]) == 2
+    assert "was not trained on this distillation" in capsys.readouterr().err

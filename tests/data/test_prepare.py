@@ -135,6 +135,13 @@ def test_out_under_a_file_is_a_one_line_error(tmp_path, corpus):
         _prepare_corpus(corpus[0] / "sub", corpus)
 
 
+def test_out_at_a_dangling_link_is_refused_and_its_target_not_made(tmp_path, corpus):
+    (tmp_path / "out").symlink_to(tmp_path / "gone" / "deep" / "data")
+    with pytest.raises(AiaynError, match=rf"^--out {tmp_path}/out: a link to {tmp_path}/gone/deep/data, "):
+        _prepare_corpus(tmp_path / "out", corpus)
+    assert not (tmp_path / "gone").exists()
+
+
 def test_a_failed_run_leaves_nothing_that_looks_complete(tmp_path, corpus, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -380,15 +387,15 @@ def test_held_out_pairs_drawn_from_train_are_named_by_their_train_line(tmp_path,
 
 def test_a_run_killed_between_its_renames_loses_nothing(tmp_path, corpus):
     out = _prepare_corpus(tmp_path / "data", corpus)
-    out.rename(tmp_path / ".data.old-.data.tmp-abc123")  # what the old code's first rename did
-    (tmp_path / ".data.tmp-abc123").mkdir()  # the finished work of the killed run
+    out.rename(tmp_path / ".data.old-.data.tmp-abc12345")  # what the old code's first rename did
+    (tmp_path / ".data.tmp-abc12345").mkdir()  # the finished work of the killed run
     _prepare_corpus(out, corpus)
     assert DataDir(out).meta["pairs"]["train"] == 300
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
 def test_cleanup_leaves_a_concurrent_runs_work_alone(tmp_path, corpus):
-    live, dead = tmp_path / ".data.tmp-live", tmp_path / ".data.tmp-dead"
+    live, dead = tmp_path / ".data.tmp-live0000", tmp_path / ".data.tmp-dead0000"
     live.mkdir()
     dead.mkdir()
     fd = os.open(live, os.O_RDONLY)

@@ -12,6 +12,10 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -159,11 +163,13 @@ def test_int8_weights_translate_sanely(onnx_dir):
 def test_bad_input_is_one_line(toy_model_dir, tmp_path, capsys, monkeypatch):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "notes.txt").write_text("mine")
+    (tmp_path / "model.onnx").write_text("mine")
     vision = tmp_path / "vit"
     vision.mkdir()
     (vision / "config.json").write_text(json.dumps({"format_version": 1, "vision": {"patch": 4}}))
     cases = [
         ([str(toy_model_dir), str(tmp_path / "full")], "exists and is not an empty directory"),
+        ([str(toy_model_dir), str(tmp_path / "model.onnx")], "model.onnx: a file is there, not a directory"),
         ([str(vision), str(tmp_path / "a")], "a vision model"),
         ([str(tmp_path / "nothing"), str(tmp_path / "b")], "not a model directory"),
         ([str(toy_model_dir), str(toy_model_dir)], "cannot be the model directory itself"),
@@ -172,12 +178,34 @@ def test_bad_input_is_one_line(toy_model_dir, tmp_path, capsys, monkeypatch):
         assert main(["export-onnx", *args]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and "\n" not in err and err.startswith("aiayn export-onnx: error:")
-    assert (tmp_path / "full" / "notes.txt").read_text() == "mine"
+    assert (tmp_path / "full" / "notes.txt").read_text() == (tmp_path / "model.onnx").read_text() == "mine"
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     windowed = SimpleNamespace(attention_window=16)  # the field restricted self-attention adds
     monkeypatch.setattr(onnx_export, "read_config", lambda model_dir: (windowed, {}))
     with pytest.raises(AiaynError, match="attention_window=16"):
         export_onnx(toy_model_dir, tmp_path / "c")
+
+
+def test_a_killed_export_leaves_its_copies_beside_out_for_the_next_export(
+    toy_model_dir, tmp_path, monkeypatch
+):
+    system_tmp = tmp_path / "tmp"
+    system_tmp.mkdir()
+    code = (
+        "import os, signal\nfrom aiayn.interop import onnx_export\n"
+        "onnx_export.write_graphs = lambda *args: os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"onnx_export.export_onnx({str(toy_model_dir)!r}, {str(tmp_path / 'first')!r})\n"
+    )
+    env = {**os.environ, "TMPDIR": str(system_tmp), "PYTHONPATH": str(Path(onnx_export.__file__).parents[2])}
+    killed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    left = [p for p in tmp_path.iterdir() if p.name.startswith(".first.tmp-")]
+    assert len(left) == 1 and list(system_tmp.iterdir()) == []  # the weights' copy is in there
+    assert list(left[0].glob("tmp*/hf/model.safetensors"))
+    monkeypatch.setattr(onnx_export, "write_graphs", lambda *args: None)
+    export_onnx(toy_model_dir, tmp_path / "second", warn=lambda message: None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["second", "tmp"]
+    assert not list((tmp_path / "second").glob("tmp*"))
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

@@ -12,6 +12,9 @@ one- or two-layer decoder whose decoding steps cost a fraction of the teacher's;
                              run goes on from the last finished one), parts.json (what they are of)
     OUT/ckpt-*, OUT/model    the student's run and its model directory (last checkpoints averaged)
 
+OUT/data's meta.json and OUT/model's config.json say what they were made from ("distilled": the
+teachers, data and search), so a finished one is reused only by the same distillation (and the
+model only as the same student); anything else there, or a link, is refused and left as it is.
 Sources are translated as the data directory holds them (token ids), so nothing is lost to a
 second tokenization; the data must be in the teacher's vocabulary (`prepare --spm TEACHER`).
 """
@@ -19,7 +22,10 @@ second tokenization; the data must be in the teacher's vocabulary (`prepare --sp
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import sys
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,15 +33,24 @@ import numpy as np
 from tqdm import tqdm
 
 from aiayn.apps.shortlist import check_same_vocabulary
-from aiayn.config import DecodeConfig, RunConfig
+from aiayn.config import DecodeConfig, ModelConfig, RunConfig
 from aiayn.data.datadir import META_FILE, RAW_DIR, SPLITS, SPM_FILE, DataDir
 from aiayn.data.dataset import ShardWriter, TokenDataset, has_split
 from aiayn.errors import AiaynError
 from aiayn.model.io import read_config
-from aiayn.safe_io import atomic_path, atomic_write_text, building_directory, output_dir
+from aiayn.safe_io import (
+    atomic_path,
+    atomic_write_text,
+    building_directory,
+    output_dir,
+    read_json_object,
+    vacant,
+)
 
 CHUNK = 1000  # training sources translated per chunk: what an interruption can lose
 PARTS, PARTS_FILE = "data.parts", "parts.json"
+# what distill writes in OUT/data.parts (and atomic_path's temporaries of them, which a kill leaves)
+PART_NAME = re.compile(r"\.?(parts\.json|chunk-\d{5,}\.npz)(\.[0-9a-f]{8}\.tmp)?")
 STUDENT = "student"  # configs/student.yaml: the student's model and recipe
 
 
@@ -49,10 +64,50 @@ def _chunk_path(parts: Path, index: int) -> Path:
     return parts / f"chunk-{index:05d}.npz"
 
 
+def _same_run(a: dict, b: dict) -> bool:
+    """Whether two descriptions are of the same teachers, data and search (the chunk size aside)."""
+    return all(a.get(key) == b.get(key) for key in ("teachers", "data", "search"))
+
+
+def _not_a_link(path: Path) -> None:
+    """distill writes OUT/data, OUT/data.parts and OUT/model itself: a link there would lead its writes
+    (and removals) to wherever the link points, so it is a one-line error."""
+    if path.is_symlink():
+        raise AiaynError(
+            f"{path} is a link; distill makes that directory itself: remove the link or use another --out"
+        )
+
+
+def _finished_data(path: Path, description: dict) -> bool:
+    """Whether OUT/data is this distillation's finished data (reused), or absent or empty (built).
+    Anything else there would be replaced: a one-line error, what the user put there left alone."""
+    _not_a_link(path)
+    if vacant(path):
+        return False
+    made = DataDir(path).meta.get("distilled") if DataDir(path).prepared else None
+    if not isinstance(made, dict):
+        raise AiaynError(f"{path} exists and is not distill's data directory; move it or use another --out")
+    if not _same_run(made, description):
+        raise AiaynError(
+            f"{path} holds the distillation of other teachers, data or search; remove it or use another --out"
+        )
+    return True
+
+
 def _check_parts(parts: Path, description: dict) -> None:
-    """parts.json says what the chunks are of: a resume must be of the same (teachers, data, search)."""
+    """parts.json says what the chunks are of: a resume must be of the same (teachers, data, search,
+    chunk). PARTS is removed once the data is written: a file there that distill did not write is refused."""
+    _not_a_link(parts)
+    output_dir(parts, "--out")
+    foreign = next(
+        (p for p in sorted(parts.iterdir()) if not (p.is_file() and PART_NAME.fullmatch(p.name))), None
+    )
+    if foreign is not None:
+        raise AiaynError(
+            f"{foreign} is not distill's, and {parts} is removed when done; move it or use another --out"
+        )
     path = parts / PARTS_FILE
-    if path.is_file() and json.loads(path.read_text(encoding="utf-8")) != description:
+    if path.is_file() and read_json_object(path) != description:
         raise AiaynError(
             f"{parts} holds the translations of another distillation (teachers, data, search or chunk); "
             "remove it or use another --out"
@@ -60,34 +115,61 @@ def _check_parts(parts: Path, description: dict) -> None:
     atomic_write_text(path, json.dumps(description, indent=2) + "\n")
 
 
+def _chunk_problem(tokens: np.ndarray, lengths: np.ndarray, count: int, vocab_size: int) -> str | None:
+    """What is wrong with a chunk's arrays, if anything, against what translate_chunks writes."""
+    if any(a.dtype != np.int64 or a.ndim != 1 for a in (tokens, lengths)):
+        return "its arrays are not 1-D int64 ones"
+    if len(lengths) != count:
+        return f"{len(lengths)} translations for {count} sources"
+    if (lengths < 0).any() or lengths.sum() != len(tokens):
+        return "its lengths do not add up to its tokens"
+    if len(tokens) and (tokens.min() < 0 or tokens.max() >= vocab_size):
+        return f"ids outside the vocabulary (0 to {vocab_size - 1})"
+    return None
+
+
+def _read_chunk(path: Path, count: int, vocab_size: int) -> list[list[int]] | None:
+    """The `count` translations (ids, no EOS) that chunk file `path` holds; None when there is no such
+    file, or when it is damaged: then it is removed, with a warning naming it, to be translated again."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as part:
+            tokens, lengths = part["tokens"], part["lengths"]
+        problem = _chunk_problem(tokens, lengths, count, vocab_size)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        problem = f"cannot be read ({type(err).__name__}: {err})"
+    if problem is None:
+        return [t.tolist() for t in np.split(tokens, np.cumsum(lengths)[:-1])]
+    print(f"warning: {path}: {problem}; translating its sources again", file=sys.stderr)
+    path.unlink()
+    return None
+
+
 def translate_chunks(
     translator, sources: Sequence[np.ndarray], parts: Path, options, chunk: int, progress=True
-):
-    """Translate `sources` chunk by chunk into parts/chunk-NNNNN.npz (each written atomically),
-    skipping the chunks already there; returns how many chunks this call translated."""
-    starts = list(range(0, len(sources), chunk))
-    todo = [i for i, _ in enumerate(starts) if not _chunk_path(parts, i).is_file()]
-    done = len(sources) - sum(len(sources[starts[i] : starts[i] + chunk]) for i in todo)
+) -> list[list[int]]:
+    """The teacher's translations (ids, no EOS) of `sources`, in order: chunk by chunk into
+    parts/chunk-NNNNN.npz (each written atomically), a chunk already there read instead (checked)."""
+    starts = range(0, len(sources), chunk)
+    vocab_size = translator.config.vocab_size
+    found = [
+        _read_chunk(_chunk_path(parts, i), len(sources[s : s + chunk]), vocab_size)
+        for i, s in enumerate(starts)
+    ]
+    done = sum(len(f) for f in found if f is not None)
     with tqdm(total=len(sources), initial=done, desc="distilling", unit="sent", disable=not progress) as bar:
-        for i in todo:
-            ids = [s.tolist() for s in sources[starts[i] : starts[i] + chunk]]
-            found = translator.translate_ids(ids, options.replace(n_best=1), progress=bar.update)
-            tokens = [h[0].tokens for h in found]
-            lengths = np.array([len(t) for t in tokens], dtype=np.int64)
-            flat = np.array([t for ts in tokens for t in ts], dtype=np.int64)
+        for i, start in enumerate(starts):
+            if found[i] is not None:
+                continue
+            ids = [s.tolist() for s in sources[start : start + chunk]]
+            hypotheses = translator.translate_ids(ids, options.replace(n_best=1), progress=bar.update)
+            found[i] = [h[0].tokens for h in hypotheses]
+            lengths = np.array([len(t) for t in found[i]], dtype=np.int64)
+            flat = np.array([t for ts in found[i] for t in ts], dtype=np.int64)
             with atomic_path(_chunk_path(parts, i)) as tmp, open(tmp, "wb") as f:
                 np.savez(f, tokens=flat, lengths=lengths)
-    return len(todo)
-
-
-def _read_chunks(parts: Path, count: int) -> list[list[int]]:
-    """The teacher's translations (ids, no EOS) of every source, in order."""
-    outputs: list[list[int]] = []
-    for i in range(count):
-        with np.load(_chunk_path(parts, i)) as part:
-            ends = np.cumsum(part["lengths"])
-            outputs += [t.tolist() for t in np.split(part["tokens"], ends[:-1])] if len(ends) else []
-    return outputs
+    return [t for ts in found for t in ts]
 
 
 def _write_data(data: DataDir, out: Path, sources, outputs, description: dict) -> None:
@@ -127,14 +209,12 @@ def distill_data(
     OUT/data; a finished OUT/data is reused, an interrupted one goes on from its last chunk."""
     from aiayn.decode.translator import Translator
 
-    options, out, data = options or DecodeConfig(), output_dir(out, "--out"), DataDir(data_dir)
+    options, data = options or DecodeConfig(), DataDir(data_dir)
     if chunk < 1:
         raise AiaynError(f"--chunk must be at least 1, got {chunk}")
     if data.is_parse:
         raise AiaynError(f"{data.path}: parse data; distill translates translation pairs")
-    if DataDir(out / "data").prepared:
-        return out / "data"
-    for teacher in teachers:
+    for teacher in teachers:  # translation models of the data's vocabulary, before anything is reused
         config, info = read_config(teacher)
         check_same_vocabulary(Path(teacher), info, config, data)
     description = {
@@ -143,12 +223,14 @@ def distill_data(
         "search": options.replace(n_best=1).to_dict(),
         "chunk": chunk,
     }
-    parts = output_dir(out / PARTS, "--out")
+    out = output_dir(out, "--out")
+    if _finished_data(out / "data", description):
+        return out / "data"
+    parts = out / PARTS
     _check_parts(parts, description)
     translator = Translator.load(list(teachers) if len(teachers) > 1 else teachers[0], device, int8=int8)
     sources = _sources(data)
-    translate_chunks(translator, sources, parts, options, chunk, progress)
-    outputs = _read_chunks(parts, len(range(0, len(sources), chunk)))
+    outputs = translate_chunks(translator, sources, parts, options, chunk, progress)
     _write_data(data, out / "data", sources, outputs, description)
     shutil.rmtree(parts)
     return out / "data"
@@ -163,7 +245,6 @@ def student_config(
 ) -> RunConfig:
     """The student's RunConfig: `config_file` (as `aiayn train --config`), or configs/student.yaml
     (its model replaced by `preset`'s when given), then `key=value` overrides and `steps` updates."""
-    from aiayn.config import ModelConfig
     from aiayn.overrides import apply_overrides
     from aiayn.train.run import build_run_config
 
@@ -179,14 +260,38 @@ def student_config(
 
 def train_student(data_dir: Path, out: Path, config: RunConfig, progress: bool = True) -> Path:
     """Train the student into OUT (resuming when it has checkpoints) and average its last
-    checkpoints into OUT/model; a finished OUT/model is reused."""
+    checkpoints into OUT/model, its config.json recording the distillation it learned from; a
+    finished OUT/model is reused if it is this student of this distillation (`_check_student`)."""
     from aiayn.train.checkpoint import average_run
+    from aiayn.train.run import resolve_config
     from aiayn.train.trainer import train
 
-    model_dir = out / "model"
+    model_dir, made = out / "model", DataDir(data_dir).meta.get("distilled")
+    _not_a_link(model_dir)
     if (model_dir / "config.json").is_file():
+        _check_student(model_dir, resolve_config(data_dir, config).model, made)
         return model_dir
     result = train(data_dir, out, config, progress=progress)
     if result.stop_reason.startswith("signal"):
         raise KeyboardInterrupt
-    return average_run(out, last=config.train.average_last, out_dir=model_dir)
+    return average_run(out, last=config.train.average_last, out_dir=model_dir, info={"distilled": made})
+
+
+def _check_student(model_dir: Path, model: ModelConfig, made: dict | None) -> None:
+    """A finished OUT/model is reused only if it is this student (`model`) trained on this distillation
+    (`made`, which its config.json records under "distilled"): a one-line error otherwise."""
+    student, info = read_config(model_dir)
+    want, have = model.to_dict(), student.to_dict()
+    diffs = [
+        f"{key} {have.get(key)!r}, not {value!r}" for key, value in want.items() if have.get(key) != value
+    ]
+    if diffs:
+        raise AiaynError(
+            f"{model_dir} is another model ({'; '.join(diffs[:3])}); remove it or use another --out"
+        )
+    recorded = info.get("distilled")
+    if not (isinstance(recorded, dict) and isinstance(made, dict) and _same_run(recorded, made)):
+        raise AiaynError(
+            f"{model_dir} was not trained on this distillation (teachers, data, search); "
+            "remove it or use another --out"
+        )

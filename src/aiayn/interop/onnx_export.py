@@ -9,8 +9,9 @@ The directory is what transformers.js and Optimum's ORTModelForSeq2SeqLM load fo
     onnx/*_quantized.onnx                    with --int8: ONNX Runtime's dynamic int8 weights
     index.html, transformers/                a page that translates in the browser (onnx_page)
 
-It goes through `export-hf` (in a temporary directory: the same refusals, OPUS-MT's vocabulary
-layout and config), then traces the network of that Marian directory (onnx_graphs) with
+It goes through `export-hf` (inside the hidden directory that OUT is built in beside it, which the
+next run there removes if this one is killed: the same refusals, OPUS-MT's vocabulary layout and
+config), then traces the network of that Marian directory (onnx_graphs) with
 torch.onnx's exporter (torch.export underneath): no Transformers and no Optimum are needed, so
 it runs in aiayn's own environment (Optimum's exporter pins an older Transformers).
 """
@@ -34,7 +35,7 @@ from aiayn.interop.onnx_graphs import MarianDecoderGraph, MarianEncoderGraph, pa
 from aiayn.interop.onnx_page import write_page
 from aiayn.interop.onnx_tokenizer import tokenizer_json
 from aiayn.model.io import read_config
-from aiayn.safe_io import building_directory, vacant
+from aiayn.safe_io import building_directory, check_dir_path, vacant
 
 B, SRC, TGT, PAST = (
     "batch_size",
@@ -59,6 +60,7 @@ def check_exportable(model_dir: Path, out: Path) -> None:
         )
     if out.exists() and out.resolve() == model_dir.resolve():
         raise AiaynError(f"{out}: the output directory cannot be the model directory itself")
+    check_dir_path(out, "OUT")  # a file there (or on the way), or a link to nothing
     if not vacant(out):
         raise AiaynError(f"{out} exists and is not an empty directory; choose another output directory")
 
@@ -124,7 +126,7 @@ def write_graphs(state: dict[str, torch.Tensor], config: dict[str, Any], onnx_di
     shapes = ({0: B, 1: SRC}, {0: B, 1: SRC})
     names = ["input_ids", "attention_mask"]
     _export(encoder, (src, mask), onnx_dir / "encoder_model.onnx", names, ["last_hidden_state"], shapes)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=onnx_dir) as tmp:  # beside the result, not in /tmp
         work = Path(tmp)
         _trace_decoders(state, config, memory, work)
         halves = ["decoder_model", "decoder_with_past_model"]
@@ -165,7 +167,7 @@ def export_onnx(model_dir: str | Path, out_dir: str | Path, int8: bool = False, 
     """
     model_dir, out = Path(model_dir), Path(out_dir)
     check_exportable(model_dir, out)
-    with tempfile.TemporaryDirectory() as tmp, building_directory(out, "OUT") as work:
+    with building_directory(out, "OUT") as work, tempfile.TemporaryDirectory(dir=work) as tmp:
         # export-hf's warning is CTranslate2's and Marian's zero start vector; ONNX computes it exactly
         hf = export_hf(model_dir, Path(tmp) / "hf", warn=lambda message: None)
         for path in sorted(hf.iterdir()):

@@ -166,9 +166,12 @@ def average_weights(paths: list[Path], model: Transformer) -> Transformer:
     return model
 
 
-def average_run(run_dir: str | Path, last: int | None = None, out_dir: str | Path | None = None) -> Path:
+def average_run(
+    run_dir: str | Path, last: int | None = None, out_dir: str | Path | None = None, info: dict | None = None
+) -> Path:
     """`aiayn average`: the mean of a run's newest `last` checkpoints (default: the run's
-    `average_last`, 5 in the paper's base recipe) as a model directory (default RUN_DIR/model)."""
+    `average_last`, 5 in the paper's base recipe) as a model directory (default RUN_DIR/model);
+    `info` adds entries to its config.json."""
     run = Path(run_dir)
     if not (run / RUN_CONFIG).is_file():
         raise AiaynError(f"{run}: not a run directory (no {RUN_CONFIG})")
@@ -187,7 +190,7 @@ def average_run(run_dir: str | Path, last: int | None = None, out_dir: str | Pat
     spm = run / RUN_SPM if (run / RUN_SPM).is_file() else None
     out = Path(out_dir or run / "model")
     with building_directory(out) as work:  # swapped whole: a killed run leaves the old model or the new
-        save_model_dir(model, work, spm_path=spm, averaged=[p.name for p in paths], **langs)
+        save_model_dir(model, work, spm_path=spm, averaged=[p.name for p in paths], **langs, **(info or {}))
         for entry in out.iterdir() if out.is_dir() else ():  # what else was there (evaluate's eval/)
             if not (work / entry.name).exists():
                 (shutil.copytree if entry.is_dir() else shutil.copy2)(entry, work / entry.name)
