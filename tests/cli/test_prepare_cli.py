@@ -64,3 +64,27 @@ def test_cli_reuses_a_vocabulary_with_a_train_limit(tmp_path, write_corpus, caps
     assert (tmp_path / "d" / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
     assert main([*argv, "--spm", str(first), "--vocab-size", "50", "--force"]) == 2
     assert "--vocab-size asks for 50" in capsys.readouterr().err
+
+
+def test_cli_recipe_and_clean(tmp_path, write_corpus, capsys):
+    src, tgt = write_corpus(200, seed=3)
+    with open(src, "a") as s, open(tgt, "a") as t:
+        s.write("a line said twice over\na line said twice over\n")
+        t.write("one line said twice\none line said twice\n")
+    code = main(
+        ["prepare", "--src", str(src), "--tgt", str(tgt), "--out", str(tmp_path / "d"), "--vocab-size", "100"]
+        + ["--clean", "--src-lang", "en", "--tgt-lang", "en", "--no-progress"]
+    )
+    assert code == 0
+    meta = json.loads((tmp_path / "d" / "meta.json").read_text())
+    assert meta["clean"]["rules"] == ["duplicates", "near_duplicates", "copies", "language"]
+    assert meta["dropped"]["train"]["duplicates"] == 1 and meta["sources"][0]["name"] == "user"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"sources:\n  - {{src: {src}, tgt: {tgt}, weight: 2}}\n")
+    assert (
+        main(["prepare", "--recipe", str(recipe), "--out", str(tmp_path / "r"), "--vocab-size", "100"]) == 0
+    )
+    assert json.loads((tmp_path / "r" / "meta.json").read_text())["sources"][0]["weight"] == 2.0
+    capsys.readouterr()
+    code = main(["prepare", "--recipe", str(recipe), "--tgt", str(tgt), "--out", str(tmp_path / "x")])
+    assert code == 2 and "--tgt belongs in the recipe" in capsys.readouterr().err

@@ -15,9 +15,11 @@ import pytest
 
 from aiayn.data import prepare as prepare_module
 from aiayn.data.batching import TokenBatchSampler
+from aiayn.data.cleaning import Cleaning
 from aiayn.data.datadir import DataDir
 from aiayn.data.dataset import TokenDataset
 from aiayn.data.prepare import prepare
+from aiayn.data.recipe import load_recipe
 from aiayn.data.sources import Filters, PairFiles, SplitFiles, choose_corpus
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import AiaynError
@@ -405,3 +407,88 @@ def test_cleanup_leaves_a_concurrent_runs_work_alone(tmp_path, corpus):
     finally:
         os.close(fd)
     assert live.is_dir() and not dead.exists()
+
+
+def _recipe(tmp_path, write_corpus, body: str):
+    write_corpus(200, seed=5, names=("main.es", "main.en"))
+    src, tgt = write_corpus(60, seed=6, names=("extra.es", "extra.en"))
+    _append(
+        src, [_lines(src)[0], "the very same words on both sides", "Der Herr ist mein Hirte, mir wird nichts"]
+    )
+    _append(
+        tgt,
+        [_lines(tgt)[0], "The very same words on both  sides", "the lord is my shepherd and I want nothing"],
+    )
+    path = tmp_path / "recipe.yaml"
+    path.write_text(body, encoding="utf-8")
+    return load_recipe(path)
+
+
+RECIPE = """src_lang: en
+tgt_lang: en
+sources:
+  - {name: main, src: main.es, tgt: main.en}
+  - {name: extra, src: extra.es, tgt: extra.en, weight: 2.5}
+clean: [duplicates, copies, language]
+"""
+
+
+def test_a_recipe_stages_its_sources_in_order_cleans_and_records_each(tmp_path, write_corpus):
+    recipe = _recipe(tmp_path, write_corpus, RECIPE.replace("src_lang: en", "src_lang: de"))
+    out = prepare(tmp_path / "data", recipe, vocab_size=100, progress=False, filters=Filters(max_len=40))
+    meta = DataDir(out).meta
+    main, extra = meta["sources"]
+    assert (main["name"], main["weight"], extra["weight"]) == ("main", 1.0, 2.5)
+    assert extra["staged"] == 63 and main["staged"] == 200 - 2 * 4  # the first source gives valid and test
+    long = [sum(c.isalpha() for c in line) >= 20 for line in _lines(tmp_path / "extra.es")[:60]]
+    # the sources' "de" side is English: removed where long enough to judge; the German line is kept
+    assert extra["removed"] == {"duplicates": 1, "copies": 1, "language": sum(long)}
+    assert extra["kept"] == 60 - sum(long) + 1
+    assert meta["dropped"]["train"]["language"] == sum(long) + main["removed"]["language"]
+    corpus = np.load(out / "train.corpus.npy")
+    assert corpus.tolist() == [0] * main["kept"] + [1] * extra["kept"]
+    assert _lines(out / "raw" / "train.src")[-1] == "Der Herr ist mein Hirte, mir wird nichts"
+    reasons = np.load(out / "cleaning" / "reasons.npy")
+    assert len(reasons) == main["staged"] + extra["staged"]
+    assert (out / "cleaning" / "copies.tsv").read_text().startswith("extra\t62\tthe very same words")
+    assert meta["recipe"]["sources"][1]["src"] == str(tmp_path / "extra.es")
+
+
+def test_a_weighted_recipe_trains_in_its_proportions(tmp_path, write_corpus):
+    from aiayn.data.mixing import read_mix
+
+    recipe = _recipe(tmp_path, write_corpus, RECIPE.replace("clean: [duplicates, copies, language]", ""))
+    out = prepare(tmp_path / "data", recipe, vocab_size=100, progress=False, filters=Filters(max_len=40))
+    meta = DataDir(out).meta
+    assert "clean" not in meta["sources"][0]["removed"] and meta["clean"] is None
+    assert "copies" not in meta["dropped"]["train"]
+    mix = read_mix(out, meta, seed=1, n_pairs=len(TokenDataset(out, "train")))
+    kept = [s["kept"] for s in meta["sources"]]
+    assert mix.shares() == pytest.approx([s["share"] for s in meta["sources"]], abs=1e-6)
+    assert np.bincount(mix.corpus[mix.indices(0)]).tolist() == [kept[0], round(2.5 * kept[1])]
+
+
+def test_a_prepared_recipe_is_reused_only_as_it_was(tmp_path, write_corpus, capsys):
+    recipe = _recipe(tmp_path, write_corpus, RECIPE)
+    out = prepare(tmp_path / "data", recipe, vocab_size=100, progress=False)
+    prepare(out, recipe, vocab_size=100, progress=False)
+    assert "already prepared" in capsys.readouterr().err
+    (tmp_path / "recipe.yaml").write_text(RECIPE.replace("2.5", "3"), encoding="utf-8")
+    with pytest.raises(AiaynError, match="already prepared from another corpus"):
+        prepare(out, load_recipe(tmp_path / "recipe.yaml"), vocab_size=100, progress=False)
+
+
+def test_a_bad_second_source_is_one_line_and_nothing_is_written(tmp_path, write_corpus):
+    recipe = _recipe(tmp_path, write_corpus, RECIPE)
+    _append(tmp_path / "extra.es", ["one more line"])
+    with pytest.raises(AiaynError, match=r"extra.es has 64 lines but .*extra.en has 63"):
+        prepare(tmp_path / "data", recipe, vocab_size=100, progress=False)
+    assert not (tmp_path / "data").exists() and not list(tmp_path.glob(".data*"))
+
+
+def test_cleaning_needs_languages_the_identifier_knows(tmp_path, corpus):
+    src, tgt, _, _ = corpus
+    files = SplitFiles(PairFiles(src, tgt))
+    with pytest.raises(AiaynError, match="cannot identify src_lang='xx'"):
+        prepare(tmp_path / "data", files, clean=Cleaning(), src_lang="xx", progress=False)
+    assert not (tmp_path / "data").exists()

@@ -6,7 +6,12 @@ from __future__ import annotations
 import argparse
 
 from aiayn.cli import parse as parse_cli
+from aiayn.data.cleaning import Cleaning
+from aiayn.data.recipe import Recipe, load_recipe
 from aiayn.data.sources import Filters, PairFiles, SplitFiles, choose_corpus
+from aiayn.errors import AiaynError
+
+_HELD_OUT = tuple(f"{split}_{kind}" for split in ("valid", "test") for kind in ("src", "tgt", "tsv"))
 
 
 def add_prepare(sub: argparse._SubParsersAction) -> None:
@@ -23,6 +28,11 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
     )
     source.add_argument("--src", metavar="F", help="source sentences, one per line (with --tgt)")
     source.add_argument("--tsv", metavar="F", help="source<TAB>target, one pair per line")
+    source.add_argument(
+        "--recipe",
+        metavar="F.yaml",
+        help="several corpora with a weight each, and the cleaning rules (docs: Data recipes)",
+    )
     parse_cli.add_tree_sources(source, p)
     p.add_argument("--tgt", metavar="F", help="target sentences, aligned line by line with --src")
     p.add_argument("--out", required=True, metavar="DATA_DIR", help="the data directory to write")
@@ -52,14 +62,25 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--seed", type=int, default=1, help="seed of the split of your own files and of the sample"
     )
+    p.add_argument(
+        "--clean",
+        action="store_true",
+        help="drop duplicate, near-duplicate, copied and wrong-language train pairs (a sample of each "
+        "rule's removals in DATA_DIR/cleaning/)",
+    )
     p.add_argument("--force", action="store_true", help="prepare again even if DATA_DIR is already prepared")
     p.add_argument("--skip-bad-lines", action="store_true", help="skip (and count) invalid UTF-8 / TSV lines")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(handler=run_prepare)
 
 
-def _corpus(args: argparse.Namespace) -> str | SplitFiles:
-    """--corpus, or the user's files (--src/--tgt or --tsv, and the valid/test ones)."""
+def _corpus(args: argparse.Namespace) -> str | SplitFiles | Recipe:
+    """--corpus, --recipe, or the user's files (--src/--tgt or --tsv, and the valid/test ones)."""
+    if args.recipe is not None:
+        given = [f"--{n.replace('_', '-')}" for n in ("tgt", *_HELD_OUT) if getattr(args, n) is not None]
+        if given:
+            raise AiaynError(f"--recipe names its own files; {given[0]} belongs in the recipe")
+        return load_recipe(args.recipe)
     files = SplitFiles(
         PairFiles(args.src, args.tgt, args.tsv),
         PairFiles(args.valid_src, args.valid_tgt, args.valid_tsv),
@@ -78,6 +99,7 @@ def run_prepare(args: argparse.Namespace) -> None:
         args.out,
         _corpus(args),
         filters=Filters(args.max_len, args.max_ratio, args.train_limit),
+        clean=Cleaning() if args.clean else None,
         vocab_size=args.vocab_size,
         spm=args.spm,
         src_lang=args.src_lang,

@@ -13,7 +13,9 @@ dropped (counted in `n_oversized`), so no batch ever exceeds `max_tokens`. With 
 shuffled list is dealt out round-robin and the last `len % world_size` batches sit out that epoch
 (a different few each epoch): every rank runs the same number of steps, and the ranks' batches are
 disjoint. Everything is a function of (seed, epoch), so a position (epoch, index) resumes exactly:
-`BatchStream` is the trainers' endless stream of batches from such a position.
+`BatchStream` is the trainers' endless stream of batches from such a position. With a `mix`
+(`aiayn.data.mixing.CorpusMix`: several weighted corpora) the permutation is of the epoch's pairs
+that the mix draws, repeats included, instead of every pair once.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class TokenBatchSampler:
         rank: int = 0,
         world_size: int = 1,
         window: int = DEFAULT_WINDOW,
+        mix=None,
     ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is not in [0, world_size={world_size})")
@@ -55,6 +58,7 @@ class TokenBatchSampler:
             world_size,
             window,
         )
+        self.mix = mix  # None, or an object whose indices(epoch) are the epoch's pairs
         self.n_oversized = int((self.widths > max_tokens).sum())
         self._cache: tuple[int, list[list[int]]] | None = None
 
@@ -63,7 +67,11 @@ class TokenBatchSampler:
         if self._cache is not None and self._cache[0] == epoch:
             return self._cache[1]
         rng = np.random.default_rng([self.seed, epoch])
-        order = rng.permutation(len(self.widths))  # (n,) random tie-breaking inside each window
+        if self.mix is None:
+            order = rng.permutation(len(self.widths))  # (n,) random tie-breaking inside each window
+        else:
+            pool = self.mix.indices(epoch)  # (m,) the epoch's pairs, repeats included
+            order = pool[rng.permutation(len(pool))]
         order = order[self.widths[order] <= self.max_tokens]
         batches: list[list[int]] = []
         for start in range(0, len(order), self.window):

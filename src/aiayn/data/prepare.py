@@ -1,8 +1,10 @@
 """`aiayn prepare`: a corpus in, a data directory out (section 5.1's data pipeline).
 
-Steps: stage the text of every split (`stage`: built-in corpus, or a user's files validated by
-`corpus`; empty pairs dropped; valid/test split off with a seed when not given; with `train_limit`, a
-seeded sample of the train pairs kept), train the joint BPE vocabulary on the staged train text (or
+Steps: stage the text of every split (`stage`: built-in corpus, a user's files validated by
+`corpus`, or a recipe's several weighted corpora, `recipe`; empty pairs dropped; valid/test split off
+with a seed when not given), clean the train pairs when asked (`cleaning`: duplicates, copies, the
+wrong language; a sample of each rule's removals kept in DATA/cleaning/), with `train_limit` keep a
+seeded sample of the train pairs, train the joint BPE vocabulary on the staged train text (or
 reuse an existing SentencePiece model, `spm`, so that a trained model can be fine-tuned on the data),
 encode every split in chunks into memory-mapped shards (train pairs over `max_len` tokens or with a
 length ratio over `max_ratio` dropped), keep the raw text of every split, and write `meta.json` with
@@ -15,7 +17,8 @@ All of it happens in a hidden temporary directory, fsynced and renamed into plac
 run removes what it left, never a live run's); a finished directory is left alone unless `force`.
 
 Data directory: meta.json, spm.model, spm.vocab, {split}.{src,tgt}.bin, {split}.index.npz and
-raw/{split}.{src,tgt} for split in train, valid, test.
+raw/{split}.{src,tgt} for split in train, valid, test; from a recipe, train.corpus.npy (each train
+pair's source, `mixing`); cleaned, cleaning/reasons.npy and cleaning/RULE.tsv.
 """
 
 from __future__ import annotations
@@ -29,14 +32,30 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from aiayn.data import cleaning as rules
 from aiayn.data.builtin import get_corpus
+from aiayn.data.cleaning import Cleaning
 from aiayn.data.datadir import RAW_DIR, SPLITS, SPM_FILE, DataDir
 from aiayn.data.dataset import ShardWriter, TokenDataset, token_dtype
+from aiayn.data.mixing import CORPUS_FILE
+from aiayn.data.provenance import Sources
+from aiayn.data.recipe import Recipe
 from aiayn.data.sources import Filters, SplitFiles
-from aiayn.data.stage import Stage, open_text, read_lines, sample_train, stage_builtin, stage_user
+from aiayn.data.stage import (
+    Stage,
+    keep_staged,
+    open_text,
+    read_lines,
+    sample_train,
+    stage_builtin,
+    stage_recipe,
+    stage_user,
+    staged_pairs,
+)
 from aiayn.data.tokenizer import CHARACTER_COVERAGE, Tokenizer
 from aiayn.errors import AiaynError
 from aiayn.safe_io import building_directory, vacant
@@ -52,6 +71,7 @@ DROP_REASONS = {
     "train_limit": "not in the seeded sample of --train-limit train pairs (train only)",
     "too_long": "the source or the target has more than max_len tokens (train only)",
     "ratio": "the longer side has more than max_ratio times the tokens of the shorter (train only)",
+    **{rule: f"{why} (train only, when cleaning)" for rule, why in rules.RULE_REASONS.items()},
 }
 _LANGUAGE_SUFFIX = re.compile(r"^[a-z]{2,3}([_-][A-Za-z]{2,4})?$")
 
@@ -76,14 +96,13 @@ def _chunks(stage_dir: Path, split: str) -> Iterator[tuple[list[str], list[str],
         yield chunk_src, list(islice(targets, CHUNK)), list(islice(origins, CHUNK))
 
 
-def _keep(src_len: int, tgt_len: int, filters: Filters, counts: dict[str, int]) -> bool:
+def _length_rule(src_len: int, tgt_len: int, filters: Filters) -> str | None:
+    """The length filter that drops a train pair ("too_long", "ratio"), or None if it is kept."""
     if max(src_len, tgt_len) > filters.max_len:
-        counts["too_long"] += 1
-        return False
+        return "too_long"
     if max(src_len, tgt_len) > filters.max_ratio * max(1, min(src_len, tgt_len)):
-        counts["ratio"] += 1
-        return False
-    return True
+        return "ratio"
+    return None
 
 
 def _held_out_fits(lengths, max_len: int, origins: list[str], long: dict[str, Any]) -> list[int]:
@@ -99,13 +118,20 @@ def _held_out_fits(lengths, max_len: int, origins: list[str], long: dict[str, An
 
 
 def _encode_split(
-    tokenizer: Tokenizer, work: Path, split: str, counts: dict[str, int], filters: Filters, progress: bool
+    tokenizer: Tokenizer,
+    work: Path,
+    split: str,
+    counts: dict[str, int],
+    filters: Filters,
+    progress: bool,
+    provenance: Sources | None = None,
 ):
     """Encode one staged split into shards and raw text (train_limit is applied before, when staging).
 
-    Train pairs outside the limits are dropped; valid/test pairs over max_len are kept in the raw text
-    and left out of the shards. Returns the split's token counts (EOS included) and unk counts, per
-    side, and {"pairs", "first"} of the valid/test pairs left out.
+    Train pairs outside the limits are dropped (and counted in `provenance` by source, which then keeps
+    the sources of the pairs kept); valid/test pairs over max_len are kept in the raw text and left
+    out of the shards. Returns the split's token counts (EOS included) and unk counts, per side, and
+    {"pairs", "first"} of the valid/test pairs left out.
     """
     writer = ShardWriter(work, split, tokenizer.vocab_size)
     unk = {"src": 0, "tgt": 0}
@@ -116,11 +142,18 @@ def _encode_split(
         bar = stack.enter_context(
             tqdm(total=total, desc=f"encode {split}", unit=" pairs", disable=not progress)
         )
+        done = 0
         for sources, targets, origins in _chunks(work / "stage", split):
             src_ids, tgt_ids = tokenizer.encode(sources), tokenizer.encode(targets)
             lengths = zip(map(len, src_ids), map(len, tgt_ids), strict=True)
             if split == "train":
-                keep = text = [i for i, (s, t) in enumerate(lengths) if _keep(s, t, filters, counts)]
+                dropped = [_length_rule(s, t, filters) for s, t in lengths]
+                keep = text = [i for i, rule in enumerate(dropped) if rule is None]
+                for rule in filter(None, dropped):
+                    counts[rule] += 1
+                if provenance is not None:
+                    provenance.note_lengths(done, dropped)
+                done += len(dropped)
             else:
                 keep, text = _held_out_fits(lengths, filters.max_len, origins, long), range(len(sources))
             writer.add([src_ids[i] for i in keep], [tgt_ids[i] for i in keep])
@@ -130,6 +163,8 @@ def _encode_split(
                 f.writelines(lines[i] + "\n" for i in text)
             bar.update(len(sources))
     counts["kept"] = writer.close()
+    if provenance is not None:
+        np.save(work / CORPUS_FILE, provenance.corpus)
     dataset = TokenDataset(work, split)
     return {"src": int(dataset.src_lengths.sum()), "tgt": int(dataset.tgt_lengths.sum())}, unk, long
 
@@ -142,6 +177,7 @@ def _language(path: str | Path | None, default: str) -> str:
 # What `prepare` writes (DataDir's files): only these are replaced by --force
 _OWN_FILES = re.compile(
     r"meta\.json|spm\.model|spm\.vocab|\w+\.(src|tgt)\.bin|\w+\.index\.npz|raw/\w+\.(src|tgt|tree)"
+    r"|train\.corpus\.npy|cleaning/\w+\.(tsv|npy)"
 )
 
 
@@ -170,9 +206,10 @@ def _check_out(out: Path, force: bool) -> bool:
 
 def prepare(
     out_dir: str | Path,
-    corpus: str | SplitFiles,
+    corpus: str | SplitFiles | Recipe,
     *,
     filters: Filters | None = None,
+    clean: Cleaning | None = None,
     vocab_size: int | None = None,
     spm: str | Path | None = None,
     src_lang: str | None = None,
@@ -182,8 +219,9 @@ def prepare(
     skip_bad_lines: bool = False,
     progress: bool = True,
 ) -> Path:
-    """Prepare a data directory from `corpus`, a built-in corpus's name or a user's SplitFiles;
-    returns its path.
+    """Prepare a data directory from `corpus`, a built-in corpus's name, a user's SplitFiles or a
+    Recipe of several weighted ones; returns its path. `clean` (or a recipe's own `clean`) cleans
+    the train pairs (`aiayn.data.cleaning`).
 
     `vocab_size` pieces (default 8000) are trained on the train split, unless `spm` names an existing
     SentencePiece model (a .model file, or a model or data directory holding spm.model) to encode
@@ -197,23 +235,38 @@ def prepare(
     if filters.train_limit is not None and filters.train_limit < 1:
         raise AiaynError(f"--train-limit must be at least 1, got {filters.train_limit}")
     vocabulary = _reused_tokenizer(spm, vocab_size) if spm is not None else vocab_size or DEFAULT_VOCAB_SIZE
-    corpus, inputs = (corpus, None) if isinstance(corpus, str) else (None, corpus.inputs())
-    if corpus:
+    if isinstance(corpus, Recipe):
+        clean = clean or corpus.clean
+        src_lang, tgt_lang = src_lang or corpus.src_lang, tgt_lang or corpus.tgt_lang
+    elif isinstance(corpus, str):
         get_corpus(corpus)  # an unknown name fails before anything is written
+    else:
+        corpus.inputs()  # checked: one of the two shapes
+    meta = _describe(corpus, src_lang, tgt_lang, seed, clean)
+    check = (
+        rules.LanguageCheck(meta["src_lang"], meta["tgt_lang"], clean.min_chars) if _judges(clean) else None
+    )
     if not force and DataDir(out).prepared:
-        _check_same_corpus(out, corpus, inputs)
+        _check_same_corpus(out, meta)
     with building(out, force) as work:
         if work is not None:
-            meta = _describe(corpus, inputs, src_lang, tgt_lang, seed)
-            meta.update(_build(work, corpus, inputs, vocabulary, filters, seed, skip_bad_lines, progress))
+            meta.update(
+                _build(work, corpus, vocabulary, filters, seed, skip_bad_lines, progress, clean, check)
+            )
             DataDir(work).write_meta(meta)
     return out
 
 
-def _check_same_corpus(out: Path, corpus: str | None, inputs) -> None:
-    """A prepared `out` is reused as it is only for the corpus (or files) it was prepared from."""
+def _judges(clean: Cleaning | None) -> bool:
+    return clean is not None and "language" in clean.rules
+
+
+def _check_same_corpus(out: Path, wanted: dict) -> None:
+    """A prepared `out` is reused as it is only for the corpus (or files, or recipe) it was prepared
+    from, cleaned the same way."""
     meta = DataDir(out).meta
-    if (meta.get("corpus"), _resolved(meta.get("inputs"))) != (corpus or "user", _resolved(inputs)):
+    keys = lambda m: (m.get("corpus"), _resolved(m.get("inputs")), m.get("recipe"), m.get("clean"))  # noqa: E731
+    if keys(meta) != keys(wanted):
         was = meta.get("corpus") if meta.get("inputs") is None else f"files {meta['inputs']}"
         raise AiaynError(
             f"{out} is already prepared from another corpus ({was}); pass --force to prepare it again "
@@ -248,16 +301,21 @@ def _resolved(inputs: dict | None) -> dict | None:
     }
 
 
-def _describe(corpus: str | None, inputs, src_lang: str | None, tgt_lang: str | None, seed: int) -> dict:
-    """The meta.json entries that say where the data came from."""
-    if corpus:
-        builtin = get_corpus(corpus)
-        header = {"corpus": corpus, "description": builtin.description, "inputs": None}
-        languages = builtin.src_lang, builtin.tgt_lang
+def _describe(corpus, src_lang: str | None, tgt_lang: str | None, seed: int, clean: Cleaning | None) -> dict:
+    """The meta.json entries that say where the data came from and how it was cleaned."""
+    if isinstance(corpus, Recipe):
+        first = corpus.sources[0]
+        header = {"corpus": "recipe", "description": f"{len(corpus.sources)} sources", "inputs": None}
+        header["recipe"] = corpus.describe()
+        languages = _languages(first.corpus, first.files.files("") if not first.corpus else None)
+    elif isinstance(corpus, str):
+        header = {"corpus": corpus, "description": get_corpus(corpus).description, "inputs": None}
+        languages = _languages(corpus, None)
     else:
+        inputs = corpus.inputs()
         header = {"corpus": "user", "description": "user files", "inputs": _resolved(inputs)}
-        train = inputs["train"]
-        languages = _language(train.get("src"), "src"), _language(train.get("tgt"), "tgt")
+        languages = _languages(None, inputs["train"])
+    header["clean"] = clean.describe() if clean else None
     return {
         "format_version": FORMAT_VERSION,
         **header,
@@ -265,6 +323,13 @@ def _describe(corpus: str | None, inputs, src_lang: str | None, tgt_lang: str | 
         "tgt_lang": tgt_lang or languages[1],
         "seed": seed,
     }
+
+
+def _languages(builtin: str | None, train: dict | None) -> tuple[str, str]:
+    """A built-in corpus's languages, or those of a user's train files' suffixes ("src", "tgt" if none)."""
+    if builtin:
+        return get_corpus(builtin).src_lang, get_corpus(builtin).tgt_lang
+    return _language(train.get("src"), "src"), _language(train.get("tgt"), "tgt")
 
 
 def _reused_tokenizer(spm: str | Path, vocab_size: int | None) -> Tokenizer:
@@ -323,32 +388,76 @@ def _note_long(long: dict[str, dict[str, Any]], max_len: int) -> None:
             )
 
 
-def _build(
-    work: Path, corpus, inputs, vocabulary: Tokenizer | int, filters: Filters, seed: int, skip: bool, progress
-) -> dict:
-    """Stage, train (or reuse) the vocabulary, encode; returns the meta.json entries about the result."""
-    (work / "stage").mkdir()
-    (work / RAW_DIR).mkdir()
-    counts = {split: {"read": 0, **dict.fromkeys(DROP_REASONS, 0)} for split in SPLITS}
+def _stage(work: Path, corpus, counts: dict, seed: int, skip: bool, progress: bool) -> Sources:
+    """Stage every split's text into work/stage; -> the train pairs' sources."""
     stages = {split: Stage(work / "stage", split, counts[split]) for split in SPLITS}
     try:
-        if corpus:
+        if isinstance(corpus, Recipe):
+            sizes = stage_recipe(corpus, stages, seed, skip, progress)
+            return Sources([s.name for s in corpus.sources], [s.weight for s in corpus.sources], sizes)
+        if isinstance(corpus, str):
             stage_builtin(corpus, stages)
         else:
-            stage_user(inputs, stages, seed, skip, progress)
+            stage_user(corpus.inputs(), stages, seed, skip, progress)
+        return Sources([corpus if isinstance(corpus, str) else "user"], [1.0], [stages["train"].staged])
     finally:
         for stage in stages.values():
             stage.close()
+
+
+def _clean(work: Path, sources: Sources, clean: Cleaning, check, counts: dict, progress: bool) -> None:
+    """Apply the cleaning rules to the staged train pairs: counted by rule and source, a sample of
+    each rule's removals and every pair's fate in work/cleaning/, the rest staged again."""
+    stage, n = work / "stage", len(sources.corpus)
+    reasons = rules.decide(staged_pairs(stage, "train"), n, clean, check, progress)
+    rules.write_samples(
+        work / rules.CLEANING_DIR,
+        reasons,
+        staged_pairs(stage, "train"),
+        sources.names,
+        sources.corpus,
+        clean.sample,
+    )
+    for i, rule in enumerate(rules.RULES, start=1):
+        counts[rule] += int((reasons == i).sum())
+        sources.count(rule, reasons == i)
+    sources.corpus = sources.corpus[reasons == 0]
+    keep_staged(stage, "train", reasons == 0)
+
+
+def _build(
+    work: Path,
+    corpus,
+    vocabulary: Tokenizer | int,
+    filters: Filters,
+    seed: int,
+    skip: bool,
+    progress,
+    clean,
+    check,
+) -> dict:
+    """Stage, clean, train (or reuse) the vocabulary, encode; -> the meta.json entries of the result."""
+    (work / "stage").mkdir()
+    (work / RAW_DIR).mkdir()
+    counts = {split: {"read": 0, **dict.fromkeys(DROP_REASONS, 0)} for split in SPLITS}
+    sources = _stage(work, corpus, counts, seed, skip, progress)
     if counts["train"]["read"] == sum(v for k, v in counts["train"].items() if k != "read"):
         raise AiaynError("no training pairs left: every train line was empty or bad")
+    if clean is not None:
+        _clean(work, sources, clean, check, counts["train"], progress)
     if filters.train_limit is not None:
-        sample_train(work / "stage", counts["train"], filters.train_limit, seed)
+        kept = sample_train(work / "stage", counts["train"], filters.train_limit, seed)
+        if kept is not None:
+            sources.remove("train_limit", ~kept)
     tokenizer = _vocabulary(work, vocabulary, seed, progress)
     tokens, unk, long = {}, {}, {}
+    recipe = isinstance(corpus, Recipe)
     for split in SPLITS:
         tokens[split], unk[split], long[split] = _encode_split(
-            tokenizer, work, split, counts[split], filters, progress
+            tokenizer, work, split, counts[split], filters, progress, sources if split == "train" else None
         )
+    if not recipe:
+        (work / CORPUS_FILE).unlink()  # one source: nothing to say
     _note_long(long, filters.max_len)
     if counts["train"]["kept"] == 0:
         raise AiaynError(
@@ -358,6 +467,7 @@ def _build(
     if reused:
         _note_unk(unk["train"], tokens["train"])
     shutil.rmtree(work / "stage")
+    reasons = [k for k in DROP_REASONS if clean is not None or k not in rules.RULES]
     return {
         "vocab_size": tokenizer.vocab_size,
         "requested_vocab_size": tokenizer.vocab_size if reused else vocabulary,
@@ -371,6 +481,7 @@ def _build(
         "filters": filters.describe(),
         "lines_read": {split: counts[split]["read"] for split in SPLITS},
         "long_held_out": {split: long[split] for split in ("valid", "test")},
-        "dropped": {split: {k: counts[split][k] for k in DROP_REASONS} for split in SPLITS},
-        "drop_reasons": DROP_REASONS,
+        "dropped": {split: {k: counts[split][k] for k in reasons} for split in SPLITS},
+        "drop_reasons": {k: DROP_REASONS[k] for k in reasons},
+        **({"sources": sources.describe()} if recipe or clean else {}),
     }

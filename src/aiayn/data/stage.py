@@ -4,6 +4,9 @@ Empty pairs are dropped and counted as they are staged; a user's valid/test spli
 train with a seed when not given (pairs that share a side with train removed); `sample_train` keeps a
 seeded sample of the staged train pairs (`--train-limit`). For valid and test, stage/{split}.where
 says where each staged pair came from ("corpus.es:123"), so that prepare can name a line it reports.
+A recipe's sources (`aiayn.data.recipe`) are staged one after the other into the same train text,
+the first one's held-out pairs kept for valid and test; `stage_recipe` returns how many train pairs
+each source staged, which is all that says where a staged pair came from (they are in runs).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class Stage:
         where = [stage_dir / f"{split}.where"] if split != "train" else []
         self._files = [open_text(p, "w") for p in [*self.paths, *where]]
         self.counts = counts
+        self.staged = 0  # pairs written
 
     def add(self, source: str, target: str, where: str = "") -> None:
         """Stage one pair; `where` names its origin (file:line), kept for valid and test."""
@@ -37,6 +41,11 @@ class Stage:
             return
         for f, text in zip(self._files, (source, target, where), strict=False):
             f.write(text + "\n")
+        self.staged += 1
+
+    def flush(self) -> None:
+        for f in self._files:
+            f.flush()
 
     def close(self) -> None:
         for f in self._files:
@@ -54,17 +63,29 @@ def read_lines(path: Path) -> Iterator[str]:
             yield line.rstrip("\n")
 
 
-def stage_builtin(name: str, stages: dict[str, Stage]) -> None:
+def stage_builtin(name: str, stages: dict[str, Stage], splits=("train", "valid", "test")) -> None:
     for split, pairs in get_corpus(name).load().items():
+        if split not in splits:
+            continue
         for number, (source, target) in enumerate(pairs, start=1):
             where = f"{name} {split} pair {number}"
             stages[split].add(" ".join(source.split()), " ".join(target.split()), where)
+
+
+Held = dict[str, list[tuple[str, str, str]]]  # valid/test pairs drawn from train files: (src, tgt, where)
 
 
 def stage_user(
     inputs: dict[str, dict[str, Any]], stages: dict[str, Stage], seed: int, skip: bool, progress: bool
 ):
     """Stage a user's files; a split without files of its own is drawn from train with `seed`."""
+    held = _stage_user_train(inputs, stages, seed, skip, progress)
+    stage_held(held, stages)
+
+
+def _stage_user_train(inputs, stages: dict[str, Stage], seed: int, skip: bool, progress: bool) -> Held:
+    """Stage the valid/test files given and the train file's pairs; -> the pairs held out of train for
+    the splits without files (`stage_held` stages them once every train pair is staged)."""
     for split in ("valid", "test"):
         if inputs[split]:
             _copy(ParallelText.open(**inputs[split], skip_bad_lines=skip), stages[split], progress)
@@ -72,14 +93,19 @@ def stage_user(
     valid_idx, test_idx = held_out_indices(train.n_lines, seed)
     held = {int(i) + 1: split for split, idx in (("valid", valid_idx), ("test", test_idx)) for i in idx}
     held = {line: split for line, split in held.items() if not inputs[split]}
-    held_pairs: dict[str, list[tuple[str, str, str]]] = {"valid": [], "test": []}
+    held_pairs: Held = {"valid": [], "test": []}
     for line_no, source, target in tqdm(train, total=train.n_lines, desc="read train", disable=not progress):
         if line_no in held:
             held_pairs[held[line_no]].append((source, target, f"{train.paths[0]}:{line_no}"))
         else:
             stages["train"].add(source, target)
-    stages["train"].counts["bad_lines"] = train.bad_lines
-    stages["train"].close()
+    stages["train"].counts["bad_lines"] += train.bad_lines
+    return held_pairs
+
+
+def stage_held(held_pairs: Held, stages: dict[str, Stage]) -> None:
+    """Stage the held-out pairs that share no side with any staged train pair."""
+    stages["train"].flush()
     candidates = list(chain.from_iterable(held_pairs.values()))
     in_train = [{p[i] for p in candidates}.intersection(read_lines(stages["train"].paths[i])) for i in (0, 1)]
     for split, pairs in held_pairs.items():
@@ -91,25 +117,60 @@ def stage_user(
                 stages[split].add(source, target, where)
 
 
+def stage_recipe(recipe, stages: dict[str, Stage], seed: int, skip: bool, progress: bool) -> list[int]:
+    """Stage a recipe's sources in order -> train pairs staged by each. Valid and test: the recipe's
+    files, else the first source's (a built-in corpus's own, or drawn from its train file)."""
+    given = {split: getattr(recipe, split).files(f"{split}-") for split in ("valid", "test")}
+    sizes, held = [], {"valid": [], "test": []}
+    for i, source in enumerate(recipe.sources):
+        before = stages["train"].staged
+        if i == 0 and source.corpus:
+            for split, files in given.items():
+                if files:
+                    _copy(ParallelText.open(**files, skip_bad_lines=skip), stages[split], progress)
+            stage_builtin(source.corpus, stages, ["train"] + [s for s, f in given.items() if not f])
+        elif i == 0:
+            inputs = {"train": source.files.files(""), **given}
+            held = _stage_user_train(inputs, stages, seed, skip, progress)
+        elif source.corpus:
+            stage_builtin(source.corpus, stages, ("train",))
+        else:
+            _copy(ParallelText.open(**source.files.files(""), skip_bad_lines=skip), stages["train"], progress)
+        sizes.append(stages["train"].staged - before)
+    stage_held(held, stages)
+    return sizes
+
+
 def _copy(text: ParallelText, stage: Stage, progress: bool) -> None:
     for line_no, source, target in tqdm(
         text, total=text.n_lines, desc=f"read {text.paths[0]}", disable=not progress
     ):
         stage.add(source, target, f"{text.paths[0]}:{line_no}")
-    stage.counts["bad_lines"] = text.bad_lines
+    stage.counts["bad_lines"] += text.bad_lines
 
 
-def sample_train(stage_dir: Path, counts: dict[str, int], limit: int, seed: int) -> None:
-    """`--train-limit`: keep a seeded uniform sample of `limit` staged train pairs, in their order."""
-    paths = stage_dir / "train.src", stage_dir / "train.tgt"
-    n = sum(1 for _ in read_lines(paths[0]))
+def sample_train(stage_dir: Path, counts: dict[str, int], limit: int, seed: int) -> np.ndarray | None:
+    """`--train-limit`: keep a seeded uniform sample of `limit` staged train pairs, in their order;
+    -> which staged pairs were kept (None: all of them)."""
+    n = sum(1 for _ in read_lines(stage_dir / "train.src"))
     if n <= limit:
-        return
+        return None
     keep = np.zeros(n, dtype=bool)
     keep[np.random.default_rng(seed).choice(n, size=limit, replace=False)] = True
-    for path in paths:
-        sample = path.with_name(path.name + ".sample")
-        with open_text(sample, "w") as f:
-            f.writelines(line + "\n" for line, kept in zip(read_lines(path), keep, strict=True) if kept)
-        sample.replace(path)
+    keep_staged(stage_dir, "train", keep)
     counts["train_limit"] = n - limit
+    return keep
+
+
+def keep_staged(stage_dir: Path, split: str, keep: np.ndarray) -> None:
+    """Rewrite stage/{split}.src|tgt with only the pairs where `keep` (n,) is True, in their order."""
+    for path in (stage_dir / f"{split}.src", stage_dir / f"{split}.tgt"):
+        kept = path.with_name(path.name + ".kept")
+        with open_text(kept, "w") as f:
+            f.writelines(line + "\n" for line, k in zip(read_lines(path), keep.tolist(), strict=True) if k)
+        kept.replace(path)
+
+
+def staged_pairs(stage_dir: Path, split: str) -> Iterator[tuple[str, str]]:
+    """(source, target) of every staged pair of `split`, in order."""
+    return zip(read_lines(stage_dir / f"{split}.src"), read_lines(stage_dir / f"{split}.tgt"), strict=True)

@@ -24,7 +24,9 @@ import torch
 
 from aiayn.config import RunConfig
 from aiayn.data.batching import BatchStream, TokenBatchSampler, collate
+from aiayn.data.datadir import DataDir
 from aiayn.data.dataset import TokenDataset, has_split
+from aiayn.data.mixing import read_mix
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
 from aiayn.runtime import kernels
@@ -83,6 +85,7 @@ class Trainer(TrainingLoop):
             seed=self.t.seed,
             rank=env.rank,
             world_size=env.world_size,
+            mix=read_mix(data_dir, DataDir(data_dir).meta, self.t.seed, len(self.train_data)),
         )
         self.stream = BatchStream(sampler, self.state.epoch, self.state.index)
         self.dev = self._dev_sets()
