@@ -325,7 +325,7 @@ COMMANDS.append(_add_plot)
 
 
 def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
-    from aiayn.cli import doctor, interop, serve, speed, variations, vision
+    from aiayn.cli import backtranslate, doctor, interop, serve, speed, variations, vision
 
     return [
         serve.add_serve,
@@ -337,6 +337,7 @@ def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
         variations.add_variations,
         speed.add_shortlist,
         speed.add_distill,
+        backtranslate.add_backtranslate,
     ]
 
 
