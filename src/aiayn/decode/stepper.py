@@ -187,15 +187,17 @@ class Controls:
         return need
 
 
-def _columns(controls: Controls, src: Tensor, options: DecodeConfig) -> Columns:
-    """The output layer's columns for a batch src (n, src_len): its shortlist's ids, or all."""
+def _columns(config: ModelConfig, controls: Controls, src: Tensor, options: DecodeConfig) -> Columns:
+    """The output layer's columns for a batch src (n, src_len): its shortlist's ids with those the
+    search needs (EOS, the decoder's start, the prefixes' and constraints'), or all."""
     if controls.shortlist is None:
         if options.shortlist:  # a Translator passes its model's (or says it has none)
             raise AiaynError("shortlist=True but no shortlist was given (parse models take none)")
         return Columns(None)
     if controls.mask is not None:
         raise AiaynError("a shortlist cannot restrict a masked search (parse models)")
-    return Columns(controls.shortlist.kept(src, forced_ids(controls.prefixes, controls.constraints)))
+    needed = [config.eos_id, config.start_id, *forced_ids(controls.prefixes, controls.constraints)]
+    return Columns(controls.shortlist.kept(src, needed))
 
 
 def _rules(config: ModelConfig, options: DecodeConfig, controls: Controls, columns: Columns, device) -> dict:
@@ -247,7 +249,7 @@ def decode_batch(
         raise AiaynError(
             f"beam_size {rows} is over the model's {config.vocab_size} tokens: no wider beam helps"
         )
-    columns = _columns(controls, src, options)  # the search runs on the output layer's columns
+    columns = _columns(config, controls, src, options)  # the search runs on the output layer's columns
     rules = _rules(config, options, controls, columns, src.device)
     plain = (
         rules["prefixes"] is None and not controls.constraints and controls.mask is None and len(models) == 1
