@@ -134,6 +134,18 @@ def test_the_cli_builds_and_uses_it(shortlisted, tmp_path, capsys):
     assert out.read_text().strip()
 
 
+def test_k_past_the_vocabulary_is_the_vocabulary(shortlisted, tmp_path, capsys):
+    model, data = shortlisted
+    copy = tmp_path / "model"
+    shutil.copytree(model, copy)
+    assert (
+        main(["shortlist", str(copy), str(data), "-k", "1000000000", "-n", "1000000000", "--no-progress"])
+        == 0
+    )
+    built = read_shortlist(copy, Translator.load(copy).config)
+    assert built.candidates.shape == (80, 80) and built.info["k"] == "80" and len(built.frequent) <= 80
+
+
 def test_data_in_another_vocabulary_is_refused(shortlisted, data_dir):
     model, _ = shortlisted
     with pytest.raises(AiaynError, match="vocabulary is not"):
