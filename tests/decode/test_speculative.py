@@ -250,3 +250,27 @@ def test_a_teacher_that_cannot_take_its_native_step_again_says_so(toy_model_dir,
     monkeypatch.setattr(speculative_module, "attach_native_decoder", lambda model: "a reason")
     with pytest.warns(RuntimeWarning, match=r"could not be attached again \(a reason\)"):
         Draft.load(drafts["trained"], toy_model_dir, teacher.model, teacher.tokenizer)
+
+
+def test_a_draft_and_a_shortlist_are_refused_together(toy_model_dir, drafts, tmp_path, capsys):
+    """Speculative search runs over the whole vocabulary: with a shortlist asked for, one line
+    (translate, serve, the library), never the draft silently dropped."""
+    from aiayn.cli import main
+
+    model = tmp_path / "model"
+    shutil.copytree(toy_model_dir, model)
+    build_shortlist(
+        model, write_toy_data_dir(tmp_path / "data", model / "spm.model"), k=3, frequent=2, progress=False
+    )
+    (tmp_path / "in.txt").write_text("el gato\n", encoding="utf-8")
+    draft = ["--draft", str(drafts["trained"])]
+    assert main(["translate", str(model), "-i", str(tmp_path / "in.txt"), *draft, "--shortlist"]) == 2
+    assert main(["serve", str(model), "--port", "0", *draft, "--shortlist"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split("error: ")[1] for line in err] == [
+        "--draft speeds up greedy search of one model: not with --shortlist"
+    ] * 2
+    spec = Translator.load(model, device="cpu", draft=drafts["trained"])
+    with pytest.raises(AiaynError, match="without a shortlist: use one of the two"):
+        spec.translate(TEXTS[:3], beam_size=1, shortlist=True)
+    assert spec.translate(TEXTS[:3], beam_size=4, shortlist=True)  # beam search: the draft plays no part

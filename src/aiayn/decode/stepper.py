@@ -232,7 +232,7 @@ def decode_batch(
     beams when `controls` hold constraints; `controls.mask` masks every step's log-probabilities,
     under any of these searches; `controls.shortlist` restricts the output layer to the batch's
     candidates (aiayn.decode.shortlist); a `draft` makes an unsteered greedy search of one model
-    without a shortlist speculative (aiayn.decode.speculative: the same outputs). Returns up to
+    speculative (aiayn.decode.speculative: the same outputs; not with a shortlist). Returns up to
     n_best hypotheses per sentence, best first.
     """
     models = [model] if isinstance(model, Transformer) else list(model)
@@ -254,7 +254,9 @@ def decode_batch(
     plain = (
         rules["prefixes"] is None and not controls.constraints and controls.mask is None and len(models) == 1
     )
-    if draft is not None and sample is None and rows == 1 and plain and columns.kept is None:
+    if draft is not None and sample is None and rows == 1 and plain:
+        if columns.kept is not None:
+            raise AiaynError("a draft model speeds up greedy search without a shortlist: use one of the two")
         return speculative_search(models[0], draft, src, max_lens, options.draft_tokens, SearchRules(**rules))
     steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1, columns.kept) for m in models]
     stepper = steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)
