@@ -142,16 +142,23 @@ def test_rows_of_their_own_lengths_decode_as_the_teacher_forced_pass(toy_model_d
     torch.testing.assert_close(got, reference, rtol=1e-4, atol=1e-4)
 
 
-def test_a_draft_of_another_vocabulary_is_refused(toy_model_dir, drafts, translator):
+@pytest.mark.parametrize("side", ["target", "source"])
+def test_a_draft_of_another_vocabulary_is_refused(toy_model_dir, drafts, translator, side):
+    """Either side: a draft reads the teacher's source ids (an IndexError in its embedding once)."""
+
     class Shifted:
-        def target_pieces(self, ids):
-            return [f"x{i}" for i in ids]
+        def __getattr__(self, name):
+            shifted = name == ("target_pieces" if side == "target" else "pieces")
+            return (lambda ids: [f"x{i}" for i in ids]) if shifted else getattr(translator.tokenizer, name)
 
     draft, _ = load_model_dir(drafts["trained"], "cpu")
     with pytest.raises(
-        AiaynError, match=r"^draft model D does not share the target vocabulary of T \(target id 0"
+        AiaynError, match=rf"^draft model D does not share the vocabularies of T \({side} id 0 is 'x0'"
     ):
         check_same_vocabulary("D", "T", draft, translator.model, Shifted(), translator.tokenizer)
+    draft.config.src_vocab_size = 40  # a draft of a smaller source vocabulary
+    with pytest.raises(AiaynError, match=r"vocabulary sizes and special ids \(80, 40, "):
+        check_same_vocabulary("D", "T", draft, translator.model, translator.tokenizer, translator.tokenizer)
 
 
 def test_what_a_draft_does_not_do(toy_model_dir, drafts, translator, speculative):

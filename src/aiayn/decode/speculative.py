@@ -144,21 +144,30 @@ class Draft:
 def check_same_vocabulary(
     draft_dir, teacher_dir, draft: Transformer, teacher: Transformer, ours, theirs
 ) -> None:
-    """A one-line error unless the draft's target pieces (in id order) and special ids are the teacher's."""
-    special = lambda c: (c.vocab_size, c.pad_id, c.bos_id, c.eos_id, c.start_id)  # noqa: E731
-    why = ""
-    if special(draft.config) != special(teacher.config):
-        why = f"vocabulary size and special ids {special(draft.config)}, not {special(teacher.config)}"
-    else:
-        ids = list(range(teacher.config.vocab_size))
-        mine, wanted = ours.target_pieces(ids), theirs.target_pieces(ids)
-        diff = next((i for i, (a, b) in enumerate(zip(mine, wanted, strict=True)) if a != b), None)
-        why = "" if diff is None else f"target id {diff} is {mine[diff]!r}, not {wanted[diff]!r}"
+    """A one-line error unless the draft's target and source pieces (in id order) and special ids are
+    the teacher's: it proposes the teacher's tokens after reading the teacher's source ids."""
+    sizes = lambda c: (c.vocab_size, c.source_vocab_size, c.pad_id, c.bos_id, c.eos_id, c.start_id)  # noqa: E731
+    why = f"vocabulary sizes and special ids {sizes(draft.config)}, not {sizes(teacher.config)}"
+    if sizes(draft.config) == sizes(teacher.config):
+        why = _first_difference(ours, theirs, teacher.config)
     if why:
         raise AiaynError(
-            f"draft model {draft_dir} does not share the target vocabulary of {teacher_dir} ({why}): "
-            "a draft must propose the teacher's tokens"
+            f"draft model {draft_dir} does not share the vocabularies of {teacher_dir} ({why}): "
+            "a draft must read the teacher's sources and propose its tokens"
         )
+
+
+def _first_difference(ours, theirs, config) -> str:
+    """Where tokenizers `ours` and `theirs` first name an id differently, target side first; "" if nowhere."""
+    for side, pieces, n in (
+        ("target", "target_pieces", config.vocab_size),
+        ("source", "pieces", config.source_vocab_size),
+    ):
+        mine, wanted = getattr(ours, pieces)(list(range(n))), getattr(theirs, pieces)(list(range(n)))
+        diff = next((i for i, (a, b) in enumerate(zip(mine, wanted, strict=True)) if a != b), None)
+        if diff is not None:
+            return f"{side} id {diff} is {mine[diff]!r}, not {wanted[diff]!r}"
+    return ""
 
 
 @dataclass
