@@ -125,7 +125,9 @@ class Draft:
         # Proposals need not be exact (the teacher checks them): int8 on the CPU, where three
         # proposals of the student cost 0.84 ms against 1.78 ms in float32 (session 23); since the
         # panel products (session 25) the two cost about the same (1.06 / 1.01 ms for four).
-        prepare_for_inference(model, int8 or model.output_weight.device.type == "cpu")
+        prepare_for_inference(
+            model, int8 or model.output_weight.device.type == "cpu", f"draft model {draft_dir}"
+        )
         # the teacher's decoder rows get the same bits in any batch (its encoder reads the same
         # batch in both searches: its kernels stay the fastest)
         native = native_decoder(teacher) is not None

@@ -128,8 +128,8 @@ class Translator:
                 (m.config.pad_id, m.config.bos_id, m.config.eos_id, m.config.start_id) for m, _ in loaded
             ]
             check_shared_vocabulary([str(d) for d in dirs], vocabularies, specials)
-        for model, _ in loaded:
-            prepare_for_inference(model, int8)  # int8 or packed weights; the native step on the CPU
+        for d, (model, _) in zip(dirs, loaded, strict=True):
+            prepare_for_inference(model, int8, str(d))  # int8 or packed weights; the native step on the CPU
         (model, info), others = loaded[0], [m for m, _ in loaded[1:]]
         if draft is not None and others:
             raise AiaynError(f"a draft model ({draft}) speeds up one model, not an ensemble of {len(dirs)}")
