@@ -281,3 +281,37 @@ def test_a_draft_and_a_shortlist_are_refused_together(toy_model_dir, drafts, tmp
     with pytest.raises(AiaynError, match="without a shortlist: use one of the two"):
         spec.translate(TEXTS[:3], beam_size=1, shortlist=True)
     assert spec.translate(TEXTS[:3], beam_size=4, shortlist=True)  # beam search: the draft plays no part
+
+
+@pytest.mark.parametrize(
+    "draft", ["the teacher", "small, learned", "small, 8 learned positions", "sinusoidal"]
+)
+def test_near_the_end_of_learned_positions_no_position_past_them_is_read(drafts, tmp_path, draft):
+    """A teacher of 16 learned positions (outputs up to 15 tokens) that never ends on its own: passes
+    near the end propose fewer tokens (none at the last position), and the outputs stay its greedy ones."""
+    learned = dict(positions="learned", max_positions=16)
+    teacher = build_toy_model_dir(tmp_path / "teacher", steps=0, **learned)
+    draft_dir = {
+        "the teacher": teacher,
+        "small, learned": build_toy_model_dir(tmp_path / "small", steps=0, **SMALL, **learned),
+        "small, 8 learned positions": build_toy_model_dir(
+            tmp_path / "eight", steps=0, **SMALL, positions="learned", max_positions=8
+        ),
+        "sinusoidal": drafts["untrained"],
+    }[draft]
+    spec = Translator.load(teacher, device="cpu", draft=draft_dir)
+    plain = Translator(spec.model, spec.tokenizer, spec.info)  # the same weights, no draft
+    expected = [t.tokens for t in _greedy(plain, TEXTS[:12])]
+    assert max(map(len, expected)) == 15  # the last position is reached
+    for k in (1, 3, 8):
+        assert [t.tokens for t in _greedy(spec, TEXTS[:12], draft_tokens=k)] == expected
+        assert [_greedy(spec, [text], draft_tokens=k)[0].tokens for text in TEXTS[:4]] == expected[:4]
+    assert spec.draft.stats.checks > 0  # a draft of 8 positions: for the sources it can read
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve import create_app
+
+    with TestClient(create_app(spec)) as client:  # `aiayn serve TEACHER --draft DRAFT`
+        answer = client.post("/v1/translate", json={"text": TEXTS[:12], "beam_size": 1})
+    assert answer.status_code == 200
+    assert [t["text"] for t in answer.json()["translations"]] == plain.translate(TEXTS[:12], beam_size=1)

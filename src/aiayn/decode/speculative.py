@@ -97,6 +97,10 @@ class Draft:
     def __init__(self, model: Transformer, name: str = "draft", shortlist: Shortlist | None = None):
         self.model, self.name, self.stats, self.shortlist = model, name, DraftStats(), shortlist
 
+    def reads(self, src: Tensor) -> bool:
+        """Whether its encoder takes sources src (n, src_len): a table of learned positions may not."""
+        return _positions(self.model) >= src.size(1)
+
     @classmethod
     def load(
         cls,
@@ -191,8 +195,16 @@ class _Live:
             setattr(self, name, [getattr(self, name)[i] for i in index])
 
 
+def _positions(model: Transformer) -> float:
+    """The most target positions `model` can read: its learned table's, or any number (3.5's sinusoids)."""
+    return model.config.max_positions if model.config.positions == "learned" else math.inf
+
+
 def _propose(draft: RowDecoder, live: _Live, k: int, banned: Tensor) -> Tensor:
-    """k tokens per row, each the draft's most probable after the ones before -> (rows, k)."""
+    """k tokens per row, each the draft's most probable after the ones before -> (rows, k); for k = 0
+    (rows, 0), the draft not run."""
+    if k == 0:
+        return torch.zeros(len(live.pending), 0, dtype=torch.long, device=banned.device)
     width = max(map(len, live.pending))
     tokens = [p + p[-1:] * (width - len(p)) for p in live.pending]  # (rows, width): padding never read
     newest = torch.tensor([len(p) - 1 for p in live.pending])
@@ -232,7 +244,7 @@ def speculative_search(
         RowDecoder(teacher, src, int(max_lens.max()) + k + 2),
         RowDecoder(draft.model, src, int(max_lens.max()) + k + 2, draft.shortlist),
     )
-    start = rules.start_id
+    start, limit = rules.start_id, min(_positions(teacher), _positions(draft.model))
     live = _Live(
         list(range(n)), max_lens.tolist(), [[] for _ in range(n)], [np.float32(0.0)] * n, [start] * n,
         [[start] for _ in range(n)],
@@ -242,7 +254,8 @@ def speculative_search(
     while live.sentence:
         passes += 1
         rules.check_stop(passes)
-        proposals = _propose(small, live, k, rules.banned_ids)  # (rows, k)
+        room = limit - 1 - int(big.lengths.max())  # the pass reads up to k positions past the longest row
+        proposals = _propose(small, live, max(0, min(k, room)), rules.banned_ids)  # (rows, k or fewer)
         chosen, best = _check(big, live, proposals, rules)  # rows x (k + 1) each
         ended = _accept(big, small, live, proposals.tolist(), chosen, best, rules.eos_id, draft.stats)
         for r in [r for r, end in enumerate(ended) if end]:
@@ -265,7 +278,7 @@ def _accept(
 ) -> list[bool]:  # fmt: skip
     """Each row takes the proposals the teacher agrees with and the teacher's next token (up to its
     first EOS); both caches keep what they read of them. Returns which rows ended."""
-    k, ended, held = len(proposals[0]), [], big.lengths.tolist()
+    k, ended, held, drafted = len(proposals[0]), [], big.lengths.tolist(), small.lengths.tolist()
     teacher_holds, draft_holds = [], []
     for r, (row, scores, proposed) in enumerate(zip(chosen, best, proposals, strict=True)):
         agreed = 0  # proposals kept: the run the teacher's own choices repeat
@@ -278,10 +291,11 @@ def _accept(
         live.outputs[r] += row[: take - 1 if end else take]
         live.last[r] = row[take - 1]
         # the draft has read its newest token and the proposals before the k-th; the k-th and the
-        # teacher's token after it are new to it when all k were kept
-        live.pending[r] = [proposed[-1], row[-1]] if agreed == k else [row[take - 1]]
+        # teacher's token after it are new to it when all k were kept (without proposals, nothing read)
+        unread = live.pending[r] if k == 0 else proposed[-1:] if agreed == k else []
+        live.pending[r] = unread + [row[take - 1]]
         teacher_holds.append(held[r] + take)  # its newest token and the proposals before the one it takes
-        draft_holds.append(held[r] + 1 + min(agreed, k - 1))
+        draft_holds.append(held[r] + 1 + min(agreed, k - 1) if k else drafted[r])
         stats.accepted += min(agreed, take)
         stats.tokens += take
         ended.append(end)

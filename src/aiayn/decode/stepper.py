@@ -257,7 +257,10 @@ def decode_batch(
     if draft is not None and sample is None and rows == 1 and plain:
         if columns.kept is not None:
             raise AiaynError("a draft model speeds up greedy search without a shortlist: use one of the two")
-        return speculative_search(models[0], draft, src, max_lens, options.draft_tokens, SearchRules(**rules))
+        if draft.reads(src):  # else its learned positions are fewer than the sources': greedy search
+            return speculative_search(
+                models[0], draft, src, max_lens, options.draft_tokens, SearchRules(**rules)
+            )
     steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1, columns.kept) for m in models]
     stepper = steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)
     if controls.mask is not None:
