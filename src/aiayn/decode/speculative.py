@@ -30,7 +30,10 @@ Rows accept different numbers of tokens: every row keeps its own length in both 
 (aiayn.decode.row_decoder): a rejected proposal's keys are not rolled back by copying, the row's
 length is just set back, and the next pass overwrites them. The draft's cache holds the proposals
 it fed itself; when all k are accepted, the k-th and the teacher's bonus token are both new to
-it, and its next pass feeds the two at once.
+it, and its next pass feeds the two at once. With learned positions (3.5's alternative, a table of
+max_positions) a pass near the end of either model's table proposes fewer tokens, and none while a
+row sits at the last position (the teacher then reads its newest tokens alone, and the draft gets
+them in its next pass), so that no position past a table is read.
 
 What it costs: a draft step per proposal and a teacher pass over k + 1 positions per check. It
 pays where that pass costs about one teacher step (products bound by reading the weights) and the
