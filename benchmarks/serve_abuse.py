@@ -1,9 +1,9 @@
-"""Abuse test of `aiayn serve`: polite clients beside hostile ones (issues 16 and 38).
+"""Abuse test of `aiayn serve`: polite clients beside hostile ones.
 
-Two runs on 127.0.0.1, each against a fresh `aiayn serve --timeout 2` (other limits at their
-defaults) of the same model: `--clients` polite clients as benchmarks/serve_load.py (one toy
-sentence each, beam 4, the next as soon as the answer comes) for `--seconds`, first alone, then
-beside `--hostile` clients that each loop over
+Two runs on 127.0.0.1, each against a fresh `aiayn serve --timeout 2 --draft DRAFT` (other limits
+at their defaults; `--draft` with the draft kind) of the same model: `--clients` polite clients as
+benchmarks/serve_load.py (one toy sentence each, beam 4, the next as soon as the answer comes) for
+`--seconds`, first alone, then beside `--hostile` clients that each loop over
   attention  the largest attention request the limits allow (one text of max_attention_tokens
              tokens, beam 16, n_best 16);
   body       a 1 GB body, streamed (Content-Length declared on every other try, chunked otherwise);
@@ -12,15 +12,21 @@ beside `--hostile` clients that each loop over
   garbage    random bytes sent as JSON;
   splitter   documents of 100,000 characters that a sentence splitter finds hard (a word of dots,
              "a.a.a...", ". . . ...", 33,000 one-word paragraphs) sent to /v1/translate/stream;
+  draft      greedy requests, which the server decodes speculatively with its draft model (whose
+             own shortlist restricts its proposals): max_batch of the polite texts in one request,
+             and one request for each word of them;
   slowheaders  (besides the loop) SLOW_CONNECTIONS connections that each send one header line
              every SLOW_EVERY_S s and never finish their request, reopened when the server closes them.
 Throughout both runs one more client asks /v1/health every 50 ms. Reported: polite p50/p99 and
 errors of both runs, /v1/health p99, the server's resident memory idle (after start and a
-warm-up) and at its peak (VmHWM, start included), and what the hostile requests got. Targets
-(issues 16 and 38): 0 polite errors, polite p99 under 3x its value alone, peak RSS under 2x idle, health
-p99 under 1 s; the exit status is 1 if one is missed. Linux only (/proc for the memory).
+warm-up) and at its peak (VmHWM, start included), and what the hostile requests got. Targets:
+0 polite errors, polite p99 under 3x its value alone, peak RSS under 2x idle, health p99 under 1 s,
+no hostile request answered 500; the exit status is 1 if one is missed. Linux only (/proc for the
+memory). Without --model the tests' toy model serves, and a smaller toy model with its shortlist
+is its draft; with --model the draft kind needs --draft.
 
-    python benchmarks/serve_abuse.py [--model DIR] [--clients 16] [--hostile 4] [--seconds 30] [--kinds K,...]
+    python benchmarks/serve_abuse.py [--model DIR [--draft DIR]] [--clients 16] [--hostile 4] [--seconds 30]
+                                     [--kinds K,...]
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from serve_load import _client, _toy_model, start_server
 TIMEOUT_S = 2.0
 GIGABYTE, CHUNK = 1 << 30, 1 << 20
 TARGET_P99_RATIO, TARGET_RSS_RATIO, TARGET_HEALTH_P99_MS = 3.0, 2.0, 1000.0
-KINDS = ("attention", "body", "timeout", "garbage", "splitter", "slowheaders")
+KINDS = ("attention", "body", "timeout", "garbage", "splitter", "draft", "slowheaders")
 SPLITTER_TEXTS = ("." * 100_000, "a." * 49_999 + " x", ". " * 50_000, "a\n\n" * 33_000)
 SLOW_CONNECTIONS, SLOW_EVERY_S = 75, 5.0  # per hostile client: 4 of them hold 300, as in issue 38
 
@@ -64,11 +70,13 @@ def _fill(words: list[str], fits, rng: random.Random) -> str:
         text = longer
 
 
-def hostile_requests(model_dir: Path, limits: dict, words: list[str]) -> dict[str, dict]:
-    """The JSON bodies of the attention and the timeout requests, sized to the server's limits."""
+def hostile_requests(model_dir: Path, limits: dict, sentences: list[str]) -> dict[str, dict]:
+    """The JSON bodies of the attention, timeout and draft requests, sized to the server's limits;
+    `sentences`: the polite clients' texts."""
     from aiayn.decode.translator import Translator
 
     translator, rng = Translator.load(model_dir, device="cpu"), random.Random(0)
+    words = sorted({w for t in sentences for w in t.split()})
     tokens = lambda text: len(translator.encode([text])[0])  # noqa: E731
     attention = _fill(words, lambda t: tokens(t) <= limits["max_attention_tokens"], rng)
     long_text = _fill(words, lambda t: len(t) <= limits["max_chars"], rng)
@@ -77,7 +85,21 @@ def hostile_requests(model_dir: Path, limits: dict, words: list[str]) -> dict[st
     return {
         "attention": {"text": attention, "beam_size": 16, "n_best": 16, "attention": True},
         "timeout": {"text": [long_text] * count, "beam_size": 16},
+        "draft": [{"text": sentences[: limits["max_batch"]], "beam_size": 1}]
+        + [{"text": word, "beam_size": 1} for word in words],
     }
+
+
+def _toy_draft(folder: Path) -> Path:
+    """A smaller toy model (the tests' draft) with its shortlist, as the toy model's draft."""
+    from aiayn.apps.shortlist import build_shortlist
+    from toy import build_toy_model_dir  # tests/ is on the path once _toy_model has run
+    from toy_translation import write_toy_data_dir
+
+    print("training a toy draft model (a few seconds) ...", file=sys.stderr)
+    draft = build_toy_model_dir(folder / "draft", steps=150, d_model=16, d_ff=32, n_heads=2, n_layers=1)
+    build_shortlist(draft, write_toy_data_dir(folder / "draft-data", draft / "spm.model"), progress=False)
+    return draft
 
 
 async def _gigabyte():
@@ -90,7 +112,9 @@ async def _hostile_one(http: httpx.AsyncClient, url: str, kind: str, bodies: dic
     post = f"{url}/v1/translate"
     json_type = {"content-type": "application/json"}
     try:
-        if kind in bodies:
+        if kind == "draft":
+            response = await http.post(post, json=bodies[kind][tries % len(bodies[kind])])
+        elif kind in bodies:
             response = await http.post(post, json=bodies[kind])
         elif kind == "splitter":
             text = SPLITTER_TEXTS[tries % len(SPLITTER_TEXTS)]
@@ -213,11 +237,13 @@ def report(alone: dict, abused: dict) -> bool:
     print(f"\nhostile requests (kind, status or error): {abused['hostile']}\n")
     p99_ratio = abused["p99_ms"] / alone["p99_ms"]
     rss_ratio = abused["peak_rss_mb"] / abused["idle_rss_mb"]
+    internal = sum(n for got, n in abused["hostile"].items() if got.endswith(" 500"))
     checks = [
         ("0 polite errors", alone["polite_errors"] + abused["polite_errors"] == 0),
         (f"polite p99 {p99_ratio:.2f}x alone (under {TARGET_P99_RATIO:g}x)", p99_ratio < TARGET_P99_RATIO),
         (f"peak RSS {rss_ratio:.2f}x idle (under {TARGET_RSS_RATIO:g}x)", rss_ratio < TARGET_RSS_RATIO),
         (f"health p99 under {TARGET_HEALTH_P99_MS:g} ms", abused["health_p99_ms"] < TARGET_HEALTH_P99_MS),
+        (f"{internal} hostile requests answered 500 (none)", internal == 0),
     ]
     for name, ok in checks:
         print(f"{'yes' if ok else 'NO '}  {name}")
@@ -227,6 +253,7 @@ def report(alone: dict, abused: dict) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, help="a model directory (default: the tests' tiny toy model)")
+    parser.add_argument("--draft", type=Path, help="its draft model, for the draft kind (default: a toy one)")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--hostile", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=30.0)
@@ -236,18 +263,22 @@ def main() -> int:
     args = parser.parse_args()
     if not set(args.kinds.split(",")) <= set(KINDS):
         parser.error(f"--kinds takes {', '.join(KINDS)}")
+    drafted = "draft" in args.kinds.split(",")
+    if drafted and args.model and not args.draft:
+        parser.error("the draft kind with --model needs --draft DRAFT_MODEL")
     with tempfile.TemporaryDirectory() as tmp:
         model_dir, texts = (args.model, None) if args.model else _toy_model(Path(tmp))
         texts = texts or ["El perro come.", "La casa es grande.", "Buenos días."]
+        flags = ["--timeout", str(TIMEOUT_S)]
+        if drafted:
+            flags += ["--draft", str(args.draft or _toy_draft(Path(tmp)))]
         results, bodies = {}, None
         for name, hostile in (("alone", 0), ("abused", args.hostile)):
-            proc, url = start_server(model_dir, ["--timeout", str(TIMEOUT_S)], Path(tmp) / f"{name}.log")
+            proc, url = start_server(model_dir, flags, Path(tmp) / f"{name}.log")
             try:
                 if bodies is None:
                     limits = httpx.get(f"{url}/v1/model").json()["limits"]
-                    bodies = hostile_requests(
-                        model_dir, limits, sorted({w for t in texts for w in t.split()})
-                    )
+                    bodies = hostile_requests(model_dir, limits, texts)
                 results[name] = asyncio.run(run(url, proc.pid, texts, args.clients, hostile, bodies, args))
             finally:
                 proc.terminate()

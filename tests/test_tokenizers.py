@@ -62,3 +62,19 @@ def test_another_models_tokenizer_is_refused_at_load(toy_model_dir, tmp_path, ca
     (tmp_path / "in.txt").write_text("el gato\n")
     assert main(["translate", str(model), "-i", str(tmp_path / "in.txt")]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_source_vocabulary_smaller_than_the_tokenizer_is_refused_at_load(toy_model_dir, tmp_path):
+    """A model of separate vocabularies whose src_vocab_size is under its SentencePiece model's:
+    source ids past its embedding failed mid-translation (an IndexError)."""
+    from aiayn.config import ModelConfig
+    from aiayn.decode.translator import Translator
+    from aiayn.model.io import save_model_dir
+    from aiayn.model.transformer import Transformer
+
+    size = load_tokenizer(toy_model_dir, {}).vocab_size
+    config = ModelConfig(vocab_size=size, src_vocab_size=40, tie_embeddings="decoder", d_model=16, d_ff=32)
+    model = save_model_dir(Transformer(config), tmp_path / "model", toy_model_dir / "spm.model")
+    message = f"spm.model: the tokenizer's source vocabulary has {size} ids but config.json's model has 40"
+    with pytest.raises(AiaynError, match=message):
+        Translator.load(model, device="cpu")

@@ -56,7 +56,7 @@ def load_tokenizer(model_dir: str | Path, info: dict[str, Any]) -> TextTokenizer
         where = f"{Path(model_dir) / 'config.json'}: tokenizer.model"
         path = resolve_inside(model_dir, settings.get("model", "spm.model"), where)
         tokenizer = Tokenizer.load(path)
-        _check_fits(path, {"": tokenizer.vocab_size}, info, exact=True)
+        _check_fits(path, {"": tokenizer.vocab_size, "source ": tokenizer.vocab_size}, info)
         return tokenizer
     if kind == "marian":
         from aiayn.interop.marian_tokenizer import MarianVocabTokenizer
@@ -66,22 +66,23 @@ def load_tokenizer(model_dir: str | Path, info: dict[str, Any]) -> TextTokenizer
             "source ": max(tokenizer.source_vocab.values()) + 1,
             "target ": max(tokenizer.target_vocab.values()) + 1,
         }
-        _check_fits(Path(model_dir) / settings["vocab"], top, info, exact=False)
+        _check_fits(Path(model_dir) / settings["vocab"], top, info)
         return tokenizer
     raise AiaynError(f"{Path(model_dir) / 'config.json'}: unknown tokenizer type {kind!r}")
 
 
-def _check_fits(path: Path, sizes: dict[str, int], info: dict[str, Any], exact: bool) -> None:
-    """The tokenizer's ids against the model's vocabulary (config.json's "model"): another model's
+def _check_fits(path: Path, sizes: dict[str, int], info: dict[str, Any]) -> None:
+    """The tokenizer's ids against the model's vocabularies (config.json's "model"): another model's
     tokenizer would load, then fail mid-translation (an IndexError, or SentencePiece's OUT_OF_RANGE).
-    `sizes`: {side: ids the tokenizer uses} ("" for one vocabulary); `exact`: the same size, not just
-    ids within it (aiayn's own SentencePiece model is the model's vocabulary)."""
+    `sizes`: {side: ids the tokenizer uses}, "" for one vocabulary, which must be the model's target
+    vocabulary exactly (aiayn's own SentencePiece model is it); each side's ids must lie within the
+    model's vocabulary of that side."""
     model = info.get("model") if isinstance(info.get("model"), dict) else {}
     target = model.get("vocab_size")
     wanted = {"": target, "target ": target, "source ": model.get("src_vocab_size") or target}
     for side, have in sizes.items():
         want = wanted[side]
-        if isinstance(want, int) and (have != want if exact else have > want):
+        if isinstance(want, int) and (have != want if side == "" else have > want):
             raise AiaynError(
                 f"{path}: the tokenizer's {side}vocabulary has {have} ids but config.json's model "
                 f"has {want}; they come from different models"

@@ -65,6 +65,8 @@ def test_top_k_orders_by_probability_and_pads():
         row = sorted(((p, f) for (e, f), p in expected.items() if e == s), key=lambda x: (-x[0], x[1]))
         assert ids[s, : len(row)].tolist() == [f for _, f in row[:2]]
         assert ids[s, len(row) :].tolist() == [-1] * max(0, 2 - len(row))
+    ids, probs = table.top(10**9)  # no more than the target vocabulary (nothing allocated for the rest)
+    assert ids.shape == probs.shape == (5, 15) and ids[0, 0] == 10
 
 
 def test_most_frequent_counts():

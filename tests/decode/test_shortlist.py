@@ -2,6 +2,7 @@
 unrestricted decoding when every id is kept, stays within the shortlist otherwise, its logits are the
 full logits' kept columns, and a missing or foreign shortlist is a one-line error."""
 
+import math
 import shutil
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 
 from aiayn.apps.shortlist import build_shortlist
 from aiayn.cli import main
-from aiayn.decode.shortlist import SHORTLIST_FILE, KeptOutput, Shortlist, read_shortlist, write_vmap
+from aiayn.decode.shortlist import SHORTLIST_FILE, TENSORS, KeptOutput, Shortlist, read_shortlist, write_vmap
 from aiayn.decode.stepper import TransformerStepper
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
@@ -133,6 +134,18 @@ def test_the_cli_builds_and_uses_it(shortlisted, tmp_path, capsys):
     assert out.read_text().strip()
 
 
+def test_k_past_the_vocabulary_is_the_vocabulary(shortlisted, tmp_path, capsys):
+    model, data = shortlisted
+    copy = tmp_path / "model"
+    shutil.copytree(model, copy)
+    assert (
+        main(["shortlist", str(copy), str(data), "-k", "1000000000", "-n", "1000000000", "--no-progress"])
+        == 0
+    )
+    built = read_shortlist(copy, Translator.load(copy).config)
+    assert built.candidates.shape == (80, 80) and built.info["k"] == "80" and len(built.frequent) <= 80
+
+
 def test_data_in_another_vocabulary_is_refused(shortlisted, data_dir):
     model, _ = shortlisted
     with pytest.raises(AiaynError, match="vocabulary is not"):
@@ -187,3 +200,77 @@ def test_decode_batch_without_a_shortlist_to_use_is_an_error(translator):
     src = translator._src_tensor(translator.encode(["el gato"]))
     with pytest.raises(AiaynError, match="no shortlist was given"):
         decode_batch(translator.model, src, DecodeConfig(shortlist=True))
+
+
+def _write(model, **tensors) -> None:
+    """model's shortlist.safetensors holding `tensors` (its own for the names not given)."""
+    from safetensors.torch import save_file
+
+    own = read_shortlist(model, Translator.load(model, device="cpu").config)
+    save_file({name: getattr(own, name) for name in TENSORS} | tensors, str(model / SHORTLIST_FILE))
+
+
+I32 = dict(dtype=torch.int32)
+BAD = {
+    "-1 in frequent": (dict(frequent=torch.tensor([5, -1], **I32)), "frequent holds ids outside 0 .."),
+    "-1 in always": (dict(always=torch.tensor([0, -1, 3], **I32)), "always holds ids outside 0 .."),
+    "an id past the vocabulary": (dict(always=torch.tensor([80], **I32)), "always holds ids outside"),
+    "0-d frequent": (dict(frequent=torch.tensor(5, **I32)), "frequent and always 1-d"),
+    "2-d frequent": (dict(frequent=torch.zeros(2, 2, **I32)), "frequent and always 1-d"),
+    "float candidates": (dict(candidates=torch.full((80, 3), math.nan)), "must hold integers"),
+    "probabilities of another shape": (dict(probabilities=torch.zeros(80, 2)), "must be .source_vocab, k."),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", BAD)
+def test_a_malformed_file_is_one_line_naming_it_and_only_when_used(shortlisted, tmp_path, capsys, bad):
+    """Read when a search asks for it (a plain translation never does), checked whole: dtypes,
+    shapes, ids of the model's vocabulary (only candidates may be -1)."""
+    tensors, message = BAD[bad]
+    model = tmp_path / "model"
+    shutil.copytree(shortlisted[0], model)
+    _write(model, **tensors)
+    translator = Translator.load(model, device="cpu")
+    assert translator.translate(["el gato come"])[0]
+    with pytest.raises(AiaynError, match=message) as err:
+        translator.translate(["el gato come"], shortlist=True)
+    assert str(err.value).startswith(f"{model / SHORTLIST_FILE}: ") and "\n" not in str(err.value)
+    (tmp_path / "in.txt").write_text("el gato\n")
+    assert main(["translate", str(model), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out")]) == 0
+    assert main(["translate", str(model), "--shortlist", "-i", str(tmp_path / "in.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(model / SHORTLIST_FILE) in err
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_a_shortlist_without_eos_or_the_start_id_decodes(shortlisted, tmp_path, int8):
+    """EOS and the decoder's start are kept whatever the shortlist says: every search runs."""
+    from aiayn.config import SamplingConfig
+
+    model = tmp_path / "model"
+    shutil.copytree(shortlisted[0], model)
+    none = torch.zeros(0, dtype=torch.int32)
+    _write(model, frequent=none, always=none)
+    translator = Translator.load(model, device="cpu", int8=int8)
+    texts = SOURCES[:6]  # one batch: its sources' candidates
+    kept = translator.shortlist.kept(translator._src_tensor(translator.encode(texts)))
+    forced = [t for ids in translator.tokenizer.encode_target(["the", "cat"]) for t in ids]
+    allowed = {*kept.tolist(), *forced, translator.config.eos_id}
+    for search in (
+        dict(beam_size=1),
+        dict(beam_size=4, n_best=2),
+        dict(sample=SamplingConfig(seed=1)),
+        dict(prefix=["the"] * len(texts)),
+        dict(constraints=[["cat"]] * len(texts)),
+    ):
+        out = translator.translate(texts, shortlist=True, return_scores=True, **search)
+        assert all(hyps and set(h.tokens) <= allowed for hyps in out for h in hyps)
+    from fastapi.testclient import TestClient
+
+    from aiayn.decode.shortlist import require_shortlist
+    from aiayn.serve import create_app
+
+    require_shortlist(translator)  # `aiayn serve --shortlist`
+    with TestClient(create_app(translator)) as client:
+        for beam in (1, 4):
+            assert client.post("/v1/translate", json={"text": texts, "beam_size": beam}).status_code == 200

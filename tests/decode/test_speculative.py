@@ -142,16 +142,23 @@ def test_rows_of_their_own_lengths_decode_as_the_teacher_forced_pass(toy_model_d
     torch.testing.assert_close(got, reference, rtol=1e-4, atol=1e-4)
 
 
-def test_a_draft_of_another_vocabulary_is_refused(toy_model_dir, drafts, translator):
+@pytest.mark.parametrize("side", ["target", "source"])
+def test_a_draft_of_another_vocabulary_is_refused(toy_model_dir, drafts, translator, side):
+    """Either side: a draft reads the teacher's source ids (an IndexError in its embedding once)."""
+
     class Shifted:
-        def target_pieces(self, ids):
-            return [f"x{i}" for i in ids]
+        def __getattr__(self, name):
+            shifted = name == ("target_pieces" if side == "target" else "pieces")
+            return (lambda ids: [f"x{i}" for i in ids]) if shifted else getattr(translator.tokenizer, name)
 
     draft, _ = load_model_dir(drafts["trained"], "cpu")
     with pytest.raises(
-        AiaynError, match=r"^draft model D does not share the target vocabulary of T \(target id 0"
+        AiaynError, match=rf"^draft model D does not share the vocabularies of T \({side} id 0 is 'x0'"
     ):
         check_same_vocabulary("D", "T", draft, translator.model, Shifted(), translator.tokenizer)
+    draft.config.src_vocab_size = 40  # a draft of a smaller source vocabulary
+    with pytest.raises(AiaynError, match=r"vocabulary sizes and special ids \(80, 40, "):
+        check_same_vocabulary("D", "T", draft, translator.model, translator.tokenizer, translator.tokenizer)
 
 
 def test_what_a_draft_does_not_do(toy_model_dir, drafts, translator, speculative):
@@ -250,3 +257,61 @@ def test_a_teacher_that_cannot_take_its_native_step_again_says_so(toy_model_dir,
     monkeypatch.setattr(speculative_module, "attach_native_decoder", lambda model: "a reason")
     with pytest.warns(RuntimeWarning, match=r"could not be attached again \(a reason\)"):
         Draft.load(drafts["trained"], toy_model_dir, teacher.model, teacher.tokenizer)
+
+
+def test_a_draft_and_a_shortlist_are_refused_together(toy_model_dir, drafts, tmp_path, capsys):
+    """Speculative search runs over the whole vocabulary: with a shortlist asked for, one line
+    (translate, serve, the library), never the draft silently dropped."""
+    from aiayn.cli import main
+
+    model = tmp_path / "model"
+    shutil.copytree(toy_model_dir, model)
+    build_shortlist(
+        model, write_toy_data_dir(tmp_path / "data", model / "spm.model"), k=3, frequent=2, progress=False
+    )
+    (tmp_path / "in.txt").write_text("el gato\n", encoding="utf-8")
+    draft = ["--draft", str(drafts["trained"])]
+    assert main(["translate", str(model), "-i", str(tmp_path / "in.txt"), *draft, "--shortlist"]) == 2
+    assert main(["serve", str(model), "--port", "0", *draft, "--shortlist"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split("error: ")[1] for line in err] == [
+        "--draft speeds up greedy search of one model: not with --shortlist"
+    ] * 2
+    spec = Translator.load(model, device="cpu", draft=drafts["trained"])
+    with pytest.raises(AiaynError, match="without a shortlist: use one of the two"):
+        spec.translate(TEXTS[:3], beam_size=1, shortlist=True)
+    assert spec.translate(TEXTS[:3], beam_size=4, shortlist=True)  # beam search: the draft plays no part
+
+
+@pytest.mark.parametrize(
+    "draft", ["the teacher", "small, learned", "small, 8 learned positions", "sinusoidal"]
+)
+def test_near_the_end_of_learned_positions_no_position_past_them_is_read(drafts, tmp_path, draft):
+    """A teacher of 16 learned positions (outputs up to 15 tokens) that never ends on its own: passes
+    near the end propose fewer tokens (none at the last position), and the outputs stay its greedy ones."""
+    learned = dict(positions="learned", max_positions=16)
+    teacher = build_toy_model_dir(tmp_path / "teacher", steps=0, **learned)
+    draft_dir = {
+        "the teacher": teacher,
+        "small, learned": build_toy_model_dir(tmp_path / "small", steps=0, **SMALL, **learned),
+        "small, 8 learned positions": build_toy_model_dir(
+            tmp_path / "eight", steps=0, **SMALL, positions="learned", max_positions=8
+        ),
+        "sinusoidal": drafts["untrained"],
+    }[draft]
+    spec = Translator.load(teacher, device="cpu", draft=draft_dir)
+    plain = Translator(spec.model, spec.tokenizer, spec.info)  # the same weights, no draft
+    expected = [t.tokens for t in _greedy(plain, TEXTS[:12])]
+    assert max(map(len, expected)) == 15  # the last position is reached
+    for k in (1, 3, 8):
+        assert [t.tokens for t in _greedy(spec, TEXTS[:12], draft_tokens=k)] == expected
+        assert [_greedy(spec, [text], draft_tokens=k)[0].tokens for text in TEXTS[:4]] == expected[:4]
+    assert spec.draft.stats.checks > 0  # a draft of 8 positions: for the sources it can read
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve import create_app
+
+    with TestClient(create_app(spec)) as client:  # `aiayn serve TEACHER --draft DRAFT`
+        answer = client.post("/v1/translate", json={"text": TEXTS[:12], "beam_size": 1})
+    assert answer.status_code == 200
+    assert [t["text"] for t in answer.json()["translations"]] == plain.translate(TEXTS[:12], beam_size=1)

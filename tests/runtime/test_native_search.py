@@ -264,6 +264,23 @@ def test_what_a_beam_run_is_given_is_checked_before_anything_is_written(change, 
     assert stepper.state.step == 0 and torch.equal(stepper.state.self_kv[0].k, cache)
 
 
+@pytest.mark.parametrize("count", [10, 50])
+@torch.inference_mode()
+def test_ids_that_do_not_name_every_output_column_are_refused(count):
+    """ids (the target id of each output column) of another count than the output layer's columns:
+    a RuntimeError (what the search's fallback catches) before anything is written."""
+    model = model_with("paper")
+    stepper, tokens, rules = run_inputs(model)
+    cache = stepper.state.self_kv[0].k.clone()
+    native = native_decoder(model)
+    with pytest.raises(RuntimeError, match=f"the output layer has 96 columns, and ids names {count}"):
+        native.greedy(
+            model, tokens, torch.zeros(1), 1, 4, torch.tensor([5]), rules["eos"], rules["banned"],
+            stepper.state, torch.arange(count),
+        )  # fmt: skip
+    assert stepper.state.step == 0 and torch.equal(stepper.state.self_kv[0].k, cache)
+
+
 @torch.inference_mode()
 def test_a_run_takes_at_most_the_steps_the_caches_hold():
     model = model_with("EOS only where forced")

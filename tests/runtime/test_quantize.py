@@ -423,3 +423,38 @@ def test_int8_with_cuda_is_a_one_line_error(toy_model_dir, toy_data_dir, command
     err = capsys.readouterr().err
     message = "int8 inference (--int8) runs on the CPU only, not on cuda: use --device cpu"
     assert err == f"aiayn {command}: error: {message}\n"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_weights_that_are_not_finite_are_a_one_line_error_naming_the_model(value):
+    model = random_model(0)
+    with torch.no_grad():
+        model.decoder.layers[0].ffn.linear1.weight[0, 0] = value
+    message = r"^M: its weight decoder.layers.0.ffn.linear1.weight is not finite \(NaN or infinity\)"
+    with pytest.raises(AiaynError, match=message):
+        quantize_int8(model, name="M")
+
+
+def test_a_model_or_draft_of_nan_weights_is_refused_at_load(toy_model_dir, tmp_path, capsys):
+    """fp32 says "scores are not finite" per text; int8 (and a draft on the CPU, always int8) once, at
+    load: translate, serve --int8 and serve --draft end there in one line."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    nan = tmp_path / "nan"
+    shutil.copytree(toy_model_dir, nan)
+    weights = load_file(nan / "model.safetensors")
+    weights["decoder.layers.0.ffn.linear1.weight"][0, 0] = float("nan")
+    save_file(weights, nan / "model.safetensors")
+    (tmp_path / "in.txt").write_text("el gato\n")
+    given = ["-i", str(tmp_path / "in.txt")]
+    for command, what in (
+        (["translate", str(nan), "--int8", *given], f"{nan}:"),
+        (["serve", str(nan), "--int8", "--port", "0"], f"{nan}:"),
+        (["translate", str(toy_model_dir), "--draft", str(nan), *given], f"draft model {nan}:"),
+        (["serve", str(toy_model_dir), "--draft", str(nan), "--port", "0"], f"draft model {nan}:"),
+    ):  # fmt: skip
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"error: {what} its weight decoder.layers.0" in err

@@ -76,7 +76,7 @@ def build_shortlist(
         info={
             "method": "ibm-model-1",
             "iterations": iterations,
-            "k": k,
+            "k": ids.size(1),  # at most the target vocabulary
             "frequent": frequent,
             "data": str(data.path),
         },

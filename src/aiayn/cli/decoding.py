@@ -73,7 +73,8 @@ def add_draft_options(p: argparse.ArgumentParser, tokens: bool = True) -> None:
 
 
 def check_draft(args: argparse.Namespace) -> None:
-    """One line for what a draft does not do: beam search, sampling, steered search, ensembles."""
+    """One line for what a draft does not do: beam search, sampling, steered search, ensembles, a
+    shortlist."""
     draft = getattr(args, "draft", None)
     if draft is None:
         if getattr(args, "draft_tokens", None) is not None:
@@ -85,6 +86,7 @@ def check_draft(args: argparse.Namespace) -> None:
         ("--prefix-file", getattr(args, "prefix_file", None)),
         ("--constraints-file", getattr(args, "constraints_file", None)),
         ("several models", len(getattr(args, "model_dirs", [])) > 1),
+        ("--shortlist", getattr(args, "shortlist", None)),
     ]
     for what, given in refused:
         if given:

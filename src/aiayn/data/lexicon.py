@@ -44,7 +44,9 @@ class LexicalTable:
 
     def top(self, k: int) -> tuple[Tensor, Tensor]:
         """Per source piece its k most probable target pieces, best first (ties: lower id first):
-        ids (source_vocab, k) int64, -1 where a piece has fewer; and their probabilities (0 there)."""
+        ids (source_vocab, k) int64, -1 where a piece has fewer; and their probabilities (0 there).
+        k is at most the target vocabulary's size: no piece has more."""
+        k = min(k, self.target_vocab)
         ids = torch.full((self.source_vocab + 1, k), -1, dtype=torch.long)
         probs = torch.zeros(self.source_vocab + 1, k)
         order = torch.argsort(-self.prob, stable=True)  # keys sorted: ties stay in target-id order

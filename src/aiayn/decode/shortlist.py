@@ -15,7 +15,9 @@ The file `shortlist.safetensors` in a model directory (`aiayn shortlist MODEL DA
     probabilities  (source_vocab, k) float32 their p(t | s)
     frequent       (n,) int32                the most frequent target pieces of the training data
     always         (a,) int32                special ids (pad, unk, bos, eos, the decoder's start)
-and as metadata (strings) how it was built: method, iterations, k, n, data. `write_vmap` writes the
+and as metadata (strings) how it was built: method, iterations, k, n, data. It is read when a search
+asks for it and checked whole (a one-line error names the file); whatever it keeps, a search also
+keeps EOS and the decoder's start id, which it needs. `write_vmap` writes the
 same shortlist as CTranslate2's vocabulary map (`vmap.txt`: "source piece<TAB>target pieces", the
 line with an empty source holding the pieces always kept), which `ct2-transformers-converter
 --vocab_mapping` stores with a model and `translate_batch(use_vmap=True)` uses.
@@ -45,6 +47,7 @@ from aiayn.safe_io import atomic_path
 
 SHORTLIST_FILE, VMAP_FILE = "shortlist.safetensors", "vmap.txt"
 TENSORS = ("candidates", "probabilities", "frequent", "always")
+INTEGERS = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 NO_SHORTLIST = "has no shortlist ({file}): build one with `aiayn shortlist MODEL DATA`"
 
 
@@ -78,8 +81,8 @@ class Shortlist:
 
 
 def read_shortlist(model_dir: str | Path, config: ModelConfig) -> Shortlist | None:
-    """model_dir's shortlist, checked against the model's vocabularies; None when there is none,
-    a one-line AiaynError when the file is damaged or made for another vocabulary."""
+    """model_dir's shortlist, checked whole against the model's vocabularies; None when there is
+    none, a one-line AiaynError naming the file when it is damaged or made for another vocabulary."""
     path = Path(model_dir) / SHORTLIST_FILE
     if not path.is_file():
         return None
@@ -89,15 +92,36 @@ def read_shortlist(model_dir: str | Path, config: ModelConfig) -> Shortlist | No
             info = dict(f.metadata() or {})
     except (SafetensorError, OSError, KeyError) as err:
         raise AiaynError(f"{path}: not a shortlist ({err}); build it again with `aiayn shortlist`") from None
-    shortlist = Shortlist(**tensors, info=info)
-    ids = torch.cat([shortlist.candidates.flatten(), shortlist.frequent, shortlist.always])
-    if (
-        shortlist.candidates.dim() != 2
-        or shortlist.candidates.size(0) != config.source_vocab_size
-        or (len(ids) and not (int(ids.min()) >= -1 and int(ids.max()) < config.vocab_size))
+    why = _malformed(tensors, config)
+    if why is not None:
+        raise AiaynError(f"{path}: {why}; build it again with `aiayn shortlist`")
+    return Shortlist(**tensors, info=info)
+
+
+def _malformed(tensors: dict[str, Tensor], config: ModelConfig) -> str | None:
+    """What makes a shortlist's tensors unfit for a model of `config`, or None: the shapes and
+    dtypes of the file's format, and target ids of the model's (-1, none, in candidates only)."""
+    candidates, probabilities = tensors["candidates"], tensors["probabilities"]
+    if any(tensors[name].dtype not in INTEGERS for name in ("candidates", "frequent", "always")):
+        return "candidates, frequent and always must hold integers"
+    if not (
+        candidates.dim() == 2
+        and probabilities.is_floating_point()
+        and probabilities.shape == candidates.shape
+        and tensors["frequent"].dim() == tensors["always"].dim() == 1
     ):
-        raise AiaynError(f"{path}: made for another vocabulary; build it again with `aiayn shortlist`")
-    return shortlist
+        return "candidates and probabilities must be (source_vocab, k), frequent and always 1-d"
+    if candidates.size(0) != config.source_vocab_size:
+        return (
+            f"made for another vocabulary ({len(candidates)} source pieces, not {config.source_vocab_size})"
+        )
+    for name, least in (("candidates", -1), ("frequent", 0), ("always", 0)):
+        ids = tensors[name]
+        if ids.numel() and not (int(ids.min()) >= least and int(ids.max()) < config.vocab_size):
+            return (
+                f"{name} holds ids outside {least} .. {config.vocab_size - 1} (made for another vocabulary?)"
+            )
+    return None
 
 
 class Columns:

@@ -30,7 +30,10 @@ Rows accept different numbers of tokens: every row keeps its own length in both 
 (aiayn.decode.row_decoder): a rejected proposal's keys are not rolled back by copying, the row's
 length is just set back, and the next pass overwrites them. The draft's cache holds the proposals
 it fed itself; when all k are accepted, the k-th and the teacher's bonus token are both new to
-it, and its next pass feeds the two at once.
+it, and its next pass feeds the two at once. With learned positions (3.5's alternative, a table of
+max_positions) a pass near the end of either model's table proposes fewer tokens, and none while a
+row sits at the last position (the teacher then reads its newest tokens alone, and the draft gets
+them in its next pass), so that no position past a table is read.
 
 What it costs: a draft step per proposal and a teacher pass over k + 1 positions per check. It
 pays where that pass costs about one teacher step (products bound by reading the weights) and the
@@ -97,6 +100,10 @@ class Draft:
     def __init__(self, model: Transformer, name: str = "draft", shortlist: Shortlist | None = None):
         self.model, self.name, self.stats, self.shortlist = model, name, DraftStats(), shortlist
 
+    def reads(self, src: Tensor) -> bool:
+        """Whether its encoder takes sources src (n, src_len): a table of learned positions may not."""
+        return _positions(self.model) >= src.size(1)
+
     @classmethod
     def load(
         cls,
@@ -125,7 +132,9 @@ class Draft:
         # Proposals need not be exact (the teacher checks them): int8 on the CPU, where three
         # proposals of the student cost 0.84 ms against 1.78 ms in float32 (session 23); since the
         # panel products (session 25) the two cost about the same (1.06 / 1.01 ms for four).
-        prepare_for_inference(model, int8 or model.output_weight.device.type == "cpu")
+        prepare_for_inference(
+            model, int8 or model.output_weight.device.type == "cpu", f"draft model {draft_dir}"
+        )
         # the teacher's decoder rows get the same bits in any batch (its encoder reads the same
         # batch in both searches: its kernels stay the fastest)
         native = native_decoder(teacher) is not None
@@ -144,21 +153,30 @@ class Draft:
 def check_same_vocabulary(
     draft_dir, teacher_dir, draft: Transformer, teacher: Transformer, ours, theirs
 ) -> None:
-    """A one-line error unless the draft's target pieces (in id order) and special ids are the teacher's."""
-    special = lambda c: (c.vocab_size, c.pad_id, c.bos_id, c.eos_id, c.start_id)  # noqa: E731
-    why = ""
-    if special(draft.config) != special(teacher.config):
-        why = f"vocabulary size and special ids {special(draft.config)}, not {special(teacher.config)}"
-    else:
-        ids = list(range(teacher.config.vocab_size))
-        mine, wanted = ours.target_pieces(ids), theirs.target_pieces(ids)
-        diff = next((i for i, (a, b) in enumerate(zip(mine, wanted, strict=True)) if a != b), None)
-        why = "" if diff is None else f"target id {diff} is {mine[diff]!r}, not {wanted[diff]!r}"
+    """A one-line error unless the draft's target and source pieces (in id order) and special ids are
+    the teacher's: it proposes the teacher's tokens after reading the teacher's source ids."""
+    sizes = lambda c: (c.vocab_size, c.source_vocab_size, c.pad_id, c.bos_id, c.eos_id, c.start_id)  # noqa: E731
+    why = f"vocabulary sizes and special ids {sizes(draft.config)}, not {sizes(teacher.config)}"
+    if sizes(draft.config) == sizes(teacher.config):
+        why = _first_difference(ours, theirs, teacher.config)
     if why:
         raise AiaynError(
-            f"draft model {draft_dir} does not share the target vocabulary of {teacher_dir} ({why}): "
-            "a draft must propose the teacher's tokens"
+            f"draft model {draft_dir} does not share the vocabularies of {teacher_dir} ({why}): "
+            "a draft must read the teacher's sources and propose its tokens"
         )
+
+
+def _first_difference(ours, theirs, config) -> str:
+    """Where tokenizers `ours` and `theirs` first name an id differently, target side first; "" if nowhere."""
+    for side, pieces, n in (
+        ("target", "target_pieces", config.vocab_size),
+        ("source", "pieces", config.source_vocab_size),
+    ):
+        mine, wanted = getattr(ours, pieces)(list(range(n))), getattr(theirs, pieces)(list(range(n)))
+        diff = next((i for i, (a, b) in enumerate(zip(mine, wanted, strict=True)) if a != b), None)
+        if diff is not None:
+            return f"{side} id {diff} is {mine[diff]!r}, not {wanted[diff]!r}"
+    return ""
 
 
 @dataclass
@@ -180,8 +198,16 @@ class _Live:
             setattr(self, name, [getattr(self, name)[i] for i in index])
 
 
+def _positions(model: Transformer) -> float:
+    """The most target positions `model` can read: its learned table's, or any number (3.5's sinusoids)."""
+    return model.config.max_positions if model.config.positions == "learned" else math.inf
+
+
 def _propose(draft: RowDecoder, live: _Live, k: int, banned: Tensor) -> Tensor:
-    """k tokens per row, each the draft's most probable after the ones before -> (rows, k)."""
+    """k tokens per row, each the draft's most probable after the ones before -> (rows, k); for k = 0
+    (rows, 0), the draft not run."""
+    if k == 0:
+        return torch.zeros(len(live.pending), 0, dtype=torch.long, device=banned.device)
     width = max(map(len, live.pending))
     tokens = [p + p[-1:] * (width - len(p)) for p in live.pending]  # (rows, width): padding never read
     newest = torch.tensor([len(p) - 1 for p in live.pending])
@@ -221,7 +247,7 @@ def speculative_search(
         RowDecoder(teacher, src, int(max_lens.max()) + k + 2),
         RowDecoder(draft.model, src, int(max_lens.max()) + k + 2, draft.shortlist),
     )
-    start = rules.start_id
+    start, limit = rules.start_id, min(_positions(teacher), _positions(draft.model))
     live = _Live(
         list(range(n)), max_lens.tolist(), [[] for _ in range(n)], [np.float32(0.0)] * n, [start] * n,
         [[start] for _ in range(n)],
@@ -231,7 +257,8 @@ def speculative_search(
     while live.sentence:
         passes += 1
         rules.check_stop(passes)
-        proposals = _propose(small, live, k, rules.banned_ids)  # (rows, k)
+        room = limit - 1 - int(big.lengths.max())  # the pass reads up to k positions past the longest row
+        proposals = _propose(small, live, max(0, min(k, room)), rules.banned_ids)  # (rows, k or fewer)
         chosen, best = _check(big, live, proposals, rules)  # rows x (k + 1) each
         ended = _accept(big, small, live, proposals.tolist(), chosen, best, rules.eos_id, draft.stats)
         for r in [r for r, end in enumerate(ended) if end]:
@@ -254,7 +281,7 @@ def _accept(
 ) -> list[bool]:  # fmt: skip
     """Each row takes the proposals the teacher agrees with and the teacher's next token (up to its
     first EOS); both caches keep what they read of them. Returns which rows ended."""
-    k, ended, held = len(proposals[0]), [], big.lengths.tolist()
+    k, ended, held, drafted = len(proposals[0]), [], big.lengths.tolist(), small.lengths.tolist()
     teacher_holds, draft_holds = [], []
     for r, (row, scores, proposed) in enumerate(zip(chosen, best, proposals, strict=True)):
         agreed = 0  # proposals kept: the run the teacher's own choices repeat
@@ -267,10 +294,11 @@ def _accept(
         live.outputs[r] += row[: take - 1 if end else take]
         live.last[r] = row[take - 1]
         # the draft has read its newest token and the proposals before the k-th; the k-th and the
-        # teacher's token after it are new to it when all k were kept
-        live.pending[r] = [proposed[-1], row[-1]] if agreed == k else [row[take - 1]]
+        # teacher's token after it are new to it when all k were kept (without proposals, nothing read)
+        unread = live.pending[r] if k == 0 else proposed[-1:] if agreed == k else []
+        live.pending[r] = unread + [row[take - 1]]
         teacher_holds.append(held[r] + take)  # its newest token and the proposals before the one it takes
-        draft_holds.append(held[r] + 1 + min(agreed, k - 1))
+        draft_holds.append(held[r] + 1 + min(agreed, k - 1) if k else drafted[r])
         stats.accepted += min(agreed, take)
         stats.tokens += take
         ended.append(end)

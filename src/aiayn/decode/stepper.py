@@ -187,15 +187,17 @@ class Controls:
         return need
 
 
-def _columns(controls: Controls, src: Tensor, options: DecodeConfig) -> Columns:
-    """The output layer's columns for a batch src (n, src_len): its shortlist's ids, or all."""
+def _columns(config: ModelConfig, controls: Controls, src: Tensor, options: DecodeConfig) -> Columns:
+    """The output layer's columns for a batch src (n, src_len): its shortlist's ids with those the
+    search needs (EOS, the decoder's start, the prefixes' and constraints'), or all."""
     if controls.shortlist is None:
         if options.shortlist:  # a Translator passes its model's (or says it has none)
             raise AiaynError("shortlist=True but no shortlist was given (parse models take none)")
         return Columns(None)
     if controls.mask is not None:
         raise AiaynError("a shortlist cannot restrict a masked search (parse models)")
-    return Columns(controls.shortlist.kept(src, forced_ids(controls.prefixes, controls.constraints)))
+    needed = [config.eos_id, config.start_id, *forced_ids(controls.prefixes, controls.constraints)]
+    return Columns(controls.shortlist.kept(src, needed))
 
 
 def _rules(config: ModelConfig, options: DecodeConfig, controls: Controls, columns: Columns, device) -> dict:
@@ -230,7 +232,7 @@ def decode_batch(
     beams when `controls` hold constraints; `controls.mask` masks every step's log-probabilities,
     under any of these searches; `controls.shortlist` restricts the output layer to the batch's
     candidates (aiayn.decode.shortlist); a `draft` makes an unsteered greedy search of one model
-    without a shortlist speculative (aiayn.decode.speculative: the same outputs). Returns up to
+    speculative (aiayn.decode.speculative: the same outputs; not with a shortlist). Returns up to
     n_best hypotheses per sentence, best first.
     """
     models = [model] if isinstance(model, Transformer) else list(model)
@@ -247,13 +249,18 @@ def decode_batch(
         raise AiaynError(
             f"beam_size {rows} is over the model's {config.vocab_size} tokens: no wider beam helps"
         )
-    columns = _columns(controls, src, options)  # the search runs on the output layer's columns
+    columns = _columns(config, controls, src, options)  # the search runs on the output layer's columns
     rules = _rules(config, options, controls, columns, src.device)
     plain = (
         rules["prefixes"] is None and not controls.constraints and controls.mask is None and len(models) == 1
     )
-    if draft is not None and sample is None and rows == 1 and plain and columns.kept is None:
-        return speculative_search(models[0], draft, src, max_lens, options.draft_tokens, SearchRules(**rules))
+    if draft is not None and sample is None and rows == 1 and plain:
+        if columns.kept is not None:
+            raise AiaynError("a draft model speeds up greedy search without a shortlist: use one of the two")
+        if draft.reads(src):  # else its learned positions are fewer than the sources': greedy search
+            return speculative_search(
+                models[0], draft, src, max_lens, options.draft_tokens, SearchRules(**rules)
+            )
     steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1, columns.kept) for m in models]
     stepper = steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)
     if controls.mask is not None:

@@ -38,7 +38,7 @@ from aiayn.decode.document import join_document, split_document
 from aiayn.decode.ensemble import check_shared_vocabulary
 from aiayn.decode.inputs import Encoded, SplitHook, source_units, target_constraints, target_prefixes
 from aiayn.decode.search import Hypothesis, StopHook
-from aiayn.decode.shortlist import chosen_shortlist, read_shortlist
+from aiayn.decode.shortlist import Shortlist, chosen_shortlist, read_shortlist
 from aiayn.decode.speculative import Draft
 from aiayn.decode.stepper import Controls, decode_batch, source_limit, target_limit
 from aiayn.errors import AiaynError, TextError
@@ -49,6 +49,7 @@ from aiayn.runtime.quantize import check_int8_device, is_int8
 from aiayn.tokenizers import load_tokenizer
 
 ProgressHook = Callable[[int], None]  # called with the number of sentences just translated
+_UNREAD: Any = object()  # a Translator's shortlist before it is first asked for
 
 
 @dataclass
@@ -95,7 +96,8 @@ class Translator:
     def __init__(self, model: Transformer, tokenizer: Any, info: dict | None = None, others=None, draft=None):
         self.model, self.tokenizer, self.info, self.draft = model, tokenizer, info or {}, draft
         self.models, self.config = [model, *(others or [])], model.config
-        self.shortlist, self.use_shortlist = None, False  # aiayn.decode.shortlist; True: always used
+        self.model_dir: Path | None = None  # where `shortlist` is read from (`load` sets it)
+        self._shortlist, self.use_shortlist = _UNREAD, False  # aiayn.decode.shortlist; True: always used
 
     @classmethod
     def load(
@@ -126,15 +128,27 @@ class Translator:
                 (m.config.pad_id, m.config.bos_id, m.config.eos_id, m.config.start_id) for m, _ in loaded
             ]
             check_shared_vocabulary([str(d) for d in dirs], vocabularies, specials)
-        for model, _ in loaded:
-            prepare_for_inference(model, int8)  # int8 or packed weights; the native step on the CPU
+        for d, (model, _) in zip(dirs, loaded, strict=True):
+            prepare_for_inference(model, int8, str(d))  # int8 or packed weights; the native step on the CPU
         (model, info), others = loaded[0], [m for m, _ in loaded[1:]]
         if draft is not None and others:
             raise AiaynError(f"a draft model ({draft}) speeds up one model, not an ensemble of {len(dirs)}")
         draft = draft if draft is None else Draft.load(draft, dirs[0], model, tokenizers[0], int8)
         translator = cls(model, tokenizers[0], info, others, draft)
-        translator.shortlist = read_shortlist(dirs[0], model.config)  # None: the model has none
+        translator.model_dir = Path(dirs[0])
         return translator
+
+    @property
+    def shortlist(self) -> Shortlist | None:
+        """The model's shortlist (None: it has none), read from its directory when first asked for:
+        a damaged file troubles only the searches that would use it."""
+        if self._shortlist is _UNREAD:
+            self._shortlist = None if self.model_dir is None else read_shortlist(self.model_dir, self.config)
+        return self._shortlist
+
+    @shortlist.setter
+    def shortlist(self, shortlist: Shortlist | None) -> None:
+        self._shortlist = shortlist
 
     @property
     def int8(self) -> bool:

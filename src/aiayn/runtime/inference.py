@@ -10,11 +10,12 @@ from aiayn.runtime.native_step import attach_native_decoder
 from aiayn.runtime.quantize import quantize_int8
 
 
-def prepare_for_inference(model: Transformer, int8: bool = False) -> None:
-    """Quantise `model`'s linear layers (`int8`) or pack its float weights, then attach the native
-    step where the model is on the CPU (it holds the final weights by reference)."""
+def prepare_for_inference(model: Transformer, int8: bool = False, name: str = "the model") -> None:
+    """Quantise `model`'s linear layers (`int8`; `name` says which model an error is about) or pack
+    its float weights, then attach the native step where the model is on the CPU (it holds the final
+    weights by reference)."""
     if int8:
-        quantize_int8(model)
+        quantize_int8(model, name=name)
     else:
         pack_for_inference(model)  # weights reordered once for oneDNN, where that measures faster
     if model.output_weight.device.type == "cpu":

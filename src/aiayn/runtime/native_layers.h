@@ -47,6 +47,7 @@ struct Linear {
   Tensor panels;                                     // pack_panels(weight), where some row class uses it
   std::vector<Kernel> kernel;                        // per row class
   c10::intrusive_ptr<LinearPackedParamsBase> int8;   // FBGEMM's int8 weight, or null
+  int64_t outputs = 0;                               // out: the width of its products
 
   // x (rows, in) contiguous -> (rows, out); `relu` fuses Eq. 2's max(0, .) where the kernel can.
   Tensor operator()(const Tensor& x, bool relu, const Rows& r) const {

@@ -92,6 +92,7 @@ struct NativeDecoder : torch::CustomClassHolder {
     Linear l;
     l.weight = weight;
     l.bias = bias;
+    l.outputs = weight.size(0);
     if (packed) l.packed = *packed;
     if (panels) {
       check_float(*panels, 3, "panels");
@@ -112,6 +113,7 @@ struct NativeDecoder : torch::CustomClassHolder {
   void add_int8(c10::intrusive_ptr<LinearPackedParamsBase> params) {
     TORCH_CHECK(params, "an int8 layer without its packed weight");
     Linear l;
+    l.outputs = std::get<0>(params->unpack()).size(0);
     l.int8 = std::move(params);
     linears.push_back(std::move(l));
   }
@@ -525,10 +527,12 @@ struct NativeDecoder : torch::CustomClassHolder {
 
   // What a run is given besides its search's state: tokens are columns of the output layer (ids,
   // if given, the target id of each column), table holds `steps` positions of the embeddings'
-  // width, banned and eos are columns, and the caches have room for `steps` more positions.
-  static void check_run(const Tensor& tokens, const std::optional<Tensor>& ids, const Tensor& embed,
-                        const Tensor& table, int64_t steps, const Tensor& banned, int64_t eos,
-                        const std::vector<Tensor>& cache_k, int64_t length) {
+  // width, banned and eos are columns, ids (or the embeddings) name every output column, and the caches
+  // have room for `steps` more positions.
+  void check_run(const Tensor& tokens, const std::optional<Tensor>& ids, const Tensor& embed, const Tensor& table,
+                 int64_t steps, const Tensor& banned, int64_t eos, const std::vector<Tensor>& cache_k,
+                 int64_t length) const {
+    layers();  // whole layers and an output layer
     TORCH_CHECK(cache_k.empty() || length + steps <= cache_k[0].size(cache_k[0].dim() - 2),
                 "KV cache holds ", cache_k.empty() ? 0 : cache_k[0].size(cache_k[0].dim() - 2),
                 " positions; ", steps, " steps after ", length, " do not fit");  // nothing written yet
@@ -539,7 +543,9 @@ struct NativeDecoder : torch::CustomClassHolder {
     TORCH_CHECK(!ids || (ids->dim() == 1 && ids->scalar_type() == at::kLong && ids->numel() > 0 &&
                          ids->min().item<int64_t>() >= 0 && ids->max().item<int64_t>() < embed.size(0)),
                 "ids must be 1-d int64 target ids of the embeddings");
-    const int64_t columns = ids ? ids->size(0) : embed.size(0);
+    const int64_t columns = ids ? ids->size(0) : embed.size(0), outputs = linears.back().outputs;
+    TORCH_CHECK(columns == outputs, "the output layer has ", outputs, " columns, and ", ids ? "ids" : "embed",
+                " names ", columns);
     TORCH_CHECK(tokens.min().item<int64_t>() >= 0 && tokens.max().item<int64_t>() < columns,
                 "tokens must be columns of the output layer, and ids target ids of the embeddings");
     TORCH_CHECK(banned.dim() == 1 && banned.scalar_type() == at::kLong &&

@@ -149,7 +149,10 @@ class NativeDecoder:
         column where the output layer is a shortlist's) -> (rows, k) int64 columns. Each row's caches then
         hold lengths + newest + k positions, the last proposal not yet read."""
         rows, m = x.shape[:2]
-        embed, table = model.tgt_embed, model.tgt_pos(int(lengths.max()) + m + k)  # (positions, d_model)
+        embed, table = (
+            model.tgt_embed,
+            model.tgt_pos(int((lengths + newest).max()) + k),
+        )  # (positions, d_model)
         return self._decoder.propose(
             x, lengths, newest, k, embed.weight.detach(), embed.scale, table, banned, ids, *_caches(state),
             row_class(rows), padded_rows(rows * m), padded_rows(rows),

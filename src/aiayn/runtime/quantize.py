@@ -179,17 +179,24 @@ def is_int8(model: nn.Module) -> bool:
     return any(isinstance(module, Int8Linear) for module in model.modules())
 
 
-def quantize_int8(model: nn.Module, output_layer: bool = True, path: Int8Path | None = None) -> nn.Module:
+def quantize_int8(
+    model: nn.Module, output_layer: bool = True, path: Int8Path | None = None, name: str = "the model"
+) -> nn.Module:
     """Quantise `model` (a Transformer) for int8 inference, in place; returns it in eval mode.
 
     Every linear layer (`nn.Linear`, routed through oneDNN or packed for it) becomes an
     `Int8Linear`; with `output_layer`, the pre-softmax linear transformation too (the Transformer's
-    `output_layer`, put in place from outside). The model must be on the CPU. Quantising an already
-    quantised model does nothing. `path` defaults to `choose_int8_path()`.
+    `output_layer`, put in place from outside). The model must be on the CPU, and its weights
+    finite: a NaN or an infinity would make every input's 8-bit range meaningless (a one-line error
+    naming the model, `name`, and the weight). Quantising an already quantised model does nothing.
+    `path` defaults to `choose_int8_path()`.
     """
     if is_int8(model):
         return model
     check_int8_device(next(model.parameters()).device)
+    bad = next((n for n, p in model.named_parameters() if not bool(torch.isfinite(p).all())), None)
+    if bad is not None:
+        raise AiaynError(f"{name}: its weight {bad} is not finite (NaN or infinity): int8 cannot quantise it")
     path = path or choose_int8_path()
     model.eval()
     for module in list(model.modules()):

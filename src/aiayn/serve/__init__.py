@@ -51,13 +51,15 @@ def serve(
     `int8`: int8 linear layers (aiayn.runtime.quantize; CPU only). `draft`: a draft model's
     directory: greedy requests (beam_size 1, no sampling, prefix or constraints) decode
     speculatively (aiayn.decode.speculative), with the same outputs. `shortlist`: every batch's
-    output layer restricted to the model's shortlist (aiayn.decode.shortlist).
+    output layer restricted to the model's shortlist (aiayn.decode.shortlist); not with a draft.
     """
     import uvicorn
 
     from aiayn.decode.shortlist import require_shortlist
     from aiayn.decode.translator import Translator
 
+    if draft is not None and shortlist:
+        raise AiaynError("--draft speeds up greedy search of one model: not with --shortlist")
     sock = _bind(host, port)  # a bad address or a port in use is said before the model loads
     try:
         translator = Translator.load(model_dir, device=device, int8=int8, draft=draft)
