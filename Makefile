@@ -4,7 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 DEB_PACKAGES := sword-text-sparv sword-text-kjv sword-text-web \
-                libreoffice-help-en-us libreoffice-help-de libreoffice-help-es dataset-fashion-mnist \
+                libreoffice-help-en-us libreoffice-help-de libreoffice-help-es libreoffice-help-fr \
+                dataset-fashion-mnist \
                 chromium chromium-driver libtcmalloc-minimal4 g++
 PIP_FLAGS := -q -c constraints.txt
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict  # the theme's notice about its successor off

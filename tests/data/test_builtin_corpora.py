@@ -230,3 +230,16 @@ def test_an_unknown_corpus_names_every_built_in_one():
     with pytest.raises(AiaynError) as caught:
         get_corpus("bible-es-eng")
     assert all(name in str(caught.value) for name in (*CORPORA, "synthetic-trees (parsing)"))
+
+
+def test_english_to_spanish_and_french_help(libreoffice):
+    for name, target in (("libreoffice-en-es", "es"), ("libreoffice-en-fr", "fr")):
+        corpus = CORPORA[name]
+        assert (corpus.src_lang, corpus.tgt_lang) == ("en", target)
+        if not (libreoffice_module.HELP_ROOT / target).is_dir():
+            pytest.skip(f"{libreoffice_module.HELP_ROOT / target} missing: run `make deb`")
+        splits = load_builtin(name)
+        english = {s for s, _ in libreoffice["train"]}  # the en-de corpus's English side
+        assert len(splits["train"]) > 20_000 and len(splits["test"]) > 300
+        assert sum(s in english for s, _ in splits["train"][:500]) > 400  # the same English paragraphs
+        assert all(s != t for s, t in splits["train"][:500])

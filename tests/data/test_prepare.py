@@ -492,3 +492,45 @@ def test_cleaning_needs_languages_the_identifier_knows(tmp_path, corpus):
     with pytest.raises(AiaynError, match="cannot identify src_lang='xx'"):
         prepare(tmp_path / "data", files, clean=Cleaning(), src_lang="xx", progress=False)
     assert not (tmp_path / "data").exists()
+
+
+def test_a_tagged_recipe_is_one_multilingual_corpus(tmp_path, write_corpus):
+    write_corpus(200, seed=7, names=("a.en", "a.de"))
+    write_corpus(200, seed=8, names=("b.en", "b.fr"))
+    recipe = tmp_path / "multi.yaml"
+    recipe.write_text(
+        "src_lang: en\ntags: true\nsources:\n  - {src: a.en, tgt: a.de, tgt_lang: de}\n"
+        "  - {src: b.en, tgt: b.fr, tgt_lang: fr}\n"
+    )
+    out = prepare(tmp_path / "data", load_recipe(recipe), vocab_size=120, progress=False)
+    meta = DataDir(out).meta
+    assert (meta["tgt_lang"], meta["target_languages"], meta["target_tag"]) == (
+        "mul",
+        ["de", "fr"],
+        ">>{lang}<<",
+    )
+    train = _lines(out / "raw" / "train.src")
+    kept = [s["kept"] for s in meta["sources"]]
+    assert [line.split()[0] for line in train] == [">>de<<"] * kept[0] + [">>fr<<"] * kept[1]
+    for split in ("valid", "test"):  # every source gives held-out pairs, tagged
+        assert {line.split()[0] for line in _lines(out / "raw" / f"{split}.src")} == {">>de<<", ">>fr<<"}
+    tokenizer = Tokenizer.load(out / "spm.model")
+    assert ">>fr<<" in tokenizer.pieces(tokenizer.encode([">>fr<< le"])[0])  # the tag is one piece
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("tags: true\nsources:\n  - {src: a.en, tgt: a.de}\n", "source 'a' has no target language"),
+        (
+            "tags: true\nsources:\n  - {src: a.en, tgt: a.de, tgt_lang: de}\nvalid: {tsv: v.tsv}\n",
+            "leave valid",
+        ),
+        ("tags: yes please\nsources:\n  - {src: a.en, tgt: a.de}\n", "tags: must be true or false"),
+    ],
+)
+def test_tagged_recipe_mistakes_are_one_line(tmp_path, body, message):
+    recipe = tmp_path / "multi.yaml"
+    recipe.write_text(body)
+    with pytest.raises(AiaynError, match=message):
+        load_recipe(recipe)

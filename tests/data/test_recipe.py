@@ -35,7 +35,8 @@ def test_sources_weights_and_files_relative_to_the_recipe(tmp_path):
     assert recipe.weighted and (recipe.src_lang, recipe.tgt_lang) == ("es", "en")
     described = recipe.describe()
     assert described["sources"][1] == {
-        "name": "crawl", "weight": 0.5, "src": str(tmp_path / "c.es"), "tgt": str(tmp_path / "c.en")
+        "name": "crawl", "weight": 0.5, "src": str(tmp_path / "c.es"), "tgt": str(tmp_path / "c.en"),
+        "tgt_lang": None,
     }  # fmt: skip
 
 

@@ -19,8 +19,9 @@ decisions need 17 bytes a pair (two 8-byte hashes and a flag), read in one pass 
 from __future__ import annotations
 
 import hashlib
+import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ RULE_REASONS = {
     "language": "the source or the target is not in its language (py3langid)",
 }
 CLEANING_DIR = "cleaning"
+TAG = re.compile(r"^>>[A-Za-z0-9_-]+<< ")  # a target-language tag (aiayn.data.recipe)
 REASONS_FILE = "reasons.npy"
 
 
@@ -101,7 +103,8 @@ def _folded(text: str) -> str:
 class LanguageCheck:
     """Whether a line is in the expected language, by py3langid (imported only when asked for)."""
 
-    def __init__(self, src_lang: str, tgt_lang: str, min_chars: int) -> None:
+    def __init__(self, src_lang: str, tgt_lang: str | Sequence[str], min_chars: int) -> None:
+        """`tgt_lang`: one language, or one per source of a recipe (`wrong`'s `source_index`)."""
         try:
             from py3langid.langid import MODEL_FILE, LanguageIdentifier
         except ImportError:
@@ -110,20 +113,32 @@ class LanguageCheck:
             ) from None
         self.identifier = LanguageIdentifier.from_model_file(MODEL_FILE)
         known = set(self.identifier.nb_classes)
-        self.expected = []
-        for key, code in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
-            base = code.split("-")[0].split("_")[0].lower()
-            if base not in known:
-                raise AiaynError(
-                    f"the language rule cannot identify {key}={code!r}: not a language py3langid knows "
-                    "(set src_lang/tgt_lang to ISO 639-1 codes such as 'en', or leave the rule out)"
-                )
-            self.expected.append(base)
+        targets = [tgt_lang] if isinstance(tgt_lang, str) else list(tgt_lang)
+        self.src = self._code(src_lang, known, "src_lang")
+        self.tgt = [self._code(t, known, "tgt_lang") for t in targets]
         self.min_chars = min_chars
 
-    def wrong(self, source: str, target: str) -> bool:
-        """True if either side, long enough to judge, is identified as another language."""
-        for text, expected in zip((source, target), self.expected, strict=True):
+    @staticmethod
+    def _code(code: str, known: set[str], key: str) -> str:
+        base = code.split("-")[0].split("_")[0].lower()
+        if base not in known:
+            raise AiaynError(
+                f"the language rule cannot identify {key}={code!r}: not a language py3langid knows "
+                "(set src_lang/tgt_lang to ISO 639-1 codes such as 'en', or leave the rule out)"
+            )
+        return base
+
+    @property
+    def expected(self) -> list[str]:
+        """[source language, target language(s)...] as the identifier names them."""
+        return [self.src, *self.tgt]
+
+    def wrong(self, source: str, target: str, source_index: int = 0) -> bool:
+        """True if either side, long enough to judge, is identified as another language (a leading
+        target-language tag, `>>de<< `, is not part of the source's text)."""
+        source = TAG.sub("", source, count=1)
+        target_language = self.tgt[source_index if len(self.tgt) > 1 else 0]
+        for text, expected in ((source, self.src), (target, target_language)):
             if (
                 sum(c.isalpha() for c in text) >= self.min_chars
                 and self.identifier.classify(text)[0] != expected
@@ -132,7 +147,7 @@ class LanguageCheck:
         return False
 
 
-def _keys(pairs: Iterator[tuple[str, str]], n: int, rules, check: LanguageCheck | None, progress: bool):
+def _keys(pairs: Iterator[tuple[str, str]], n: int, rules, check: LanguageCheck | None, progress, corpus):
     """(exact hashes, near hashes, flags) of every pair: flags bit 0 a copy, bit 1 the wrong language."""
     exact, near = np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=np.uint64)
     flags = np.zeros(n, dtype=np.uint8)
@@ -145,7 +160,7 @@ def _keys(pairs: Iterator[tuple[str, str]], n: int, rules, check: LanguageCheck 
             near[i] = _hash((a or _folded(source)) + "\t" + (b or _folded(target)))
         if "copies" in rules and _folded(source) == _folded(target):
             flags[i] |= 1
-        if check is not None and check.wrong(source, target):
+        if check is not None and check.wrong(source, target, 0 if corpus is None else int(corpus[i])):
             flags[i] |= 2
     return exact, near, flags
 
@@ -157,9 +172,12 @@ def _repeats(keys: np.ndarray) -> np.ndarray:
     return ~first
 
 
-def decide(pairs: Iterator[tuple[str, str]], n: int, cleaning: Cleaning, check, progress=False) -> np.ndarray:
-    """(n,) uint8: 0 for a kept pair, else 1 + the index in RULES of the first rule that removes it."""
-    exact, near, flags = _keys(pairs, n, cleaning.rules, check, progress)
+def decide(
+    pairs: Iterator[tuple[str, str]], n: int, cleaning: Cleaning, check, progress=False, corpus=None
+) -> np.ndarray:
+    """(n,) uint8: 0 for a kept pair, else 1 + the index in RULES of the first rule that removes it.
+    `corpus` (n,): each pair's source, for a check with a target language per source."""
+    exact, near, flags = _keys(pairs, n, cleaning.rules, check, progress, corpus)
     fired = {
         "duplicates": _repeats(exact),
         "near_duplicates": _repeats(near),

@@ -243,9 +243,7 @@ def prepare(
     else:
         corpus.inputs()  # checked: one of the two shapes
     meta = _describe(corpus, src_lang, tgt_lang, seed, clean)
-    check = (
-        rules.LanguageCheck(meta["src_lang"], meta["tgt_lang"], clean.min_chars) if _judges(clean) else None
-    )
+    check = _language_check(corpus, meta, clean)  # a missing identifier fails before any work
     if not force and DataDir(out).prepared:
         _check_same_corpus(out, meta)
     with building(out, force) as work:
@@ -257,8 +255,14 @@ def prepare(
     return out
 
 
-def _judges(clean: Cleaning | None) -> bool:
-    return clean is not None and "language" in clean.rules
+def _language_check(corpus, meta: dict, clean: Cleaning | None) -> rules.LanguageCheck | None:
+    """The language rule's check (a target language per source of a tagged recipe), or None."""
+    if clean is None or "language" not in clean.rules:
+        return None
+    targets = meta["tgt_lang"]
+    if isinstance(corpus, Recipe) and corpus.tags:
+        targets = [corpus.target_language(s) for s in corpus.sources]
+    return rules.LanguageCheck(meta["src_lang"], targets, clean.min_chars)
 
 
 def _check_same_corpus(out: Path, wanted: dict) -> None:
@@ -308,6 +312,10 @@ def _describe(corpus, src_lang: str | None, tgt_lang: str | None, seed: int, cle
         header = {"corpus": "recipe", "description": f"{len(corpus.sources)} sources", "inputs": None}
         header["recipe"] = corpus.describe()
         languages = _languages(first.corpus, first.files.files("") if not first.corpus else None)
+        targets = corpus.target_languages()
+        if corpus.tags:  # many target languages: the model is told which by a tag
+            header.update(target_languages=targets, target_tag=">>{lang}<<")
+            languages = languages[0], targets[0] if len(targets) == 1 else "mul"
     elif isinstance(corpus, str):
         header = {"corpus": corpus, "description": get_corpus(corpus).description, "inputs": None}
         languages = _languages(corpus, None)
@@ -356,14 +364,18 @@ def tokenizer_meta(trained_on: str) -> dict[str, Any]:
     }
 
 
-def _vocabulary(work: Path, vocabulary: Tokenizer | int, seed: int, progress: bool) -> Tokenizer:
+def _vocabulary(
+    work: Path, vocabulary: Tokenizer | int, seed: int, progress: bool, symbols: list[str]
+) -> Tokenizer:
     """Train the joint BPE on the staged train text, or copy the reused model unchanged."""
     if isinstance(vocabulary, Tokenizer):
         _say(f"encoding with the {vocabulary.vocab_size}-piece vocabulary {vocabulary.path}", progress)
         return vocabulary.copy_to(DataDir(work).spm_path)
     _say(f"training a {vocabulary}-piece joint BPE vocabulary on the train split", progress)
     train_text = chain(read_lines(work / "stage" / "train.src"), read_lines(work / "stage" / "train.tgt"))
-    tokenizer = Tokenizer.train(train_text, DataDir(work).spm_path, vocabulary, seed=seed)
+    tokenizer = Tokenizer.train(
+        train_text, DataDir(work).spm_path, vocabulary, seed=seed, user_symbols=symbols
+    )
     if tokenizer.vocab_size < vocabulary:
         _note(f"note: the train text only supports {tokenizer.vocab_size} pieces, not {vocabulary}")
     return tokenizer
@@ -409,7 +421,7 @@ def _clean(work: Path, sources: Sources, clean: Cleaning, check, counts: dict, p
     """Apply the cleaning rules to the staged train pairs: counted by rule and source, a sample of
     each rule's removals and every pair's fate in work/cleaning/, the rest staged again."""
     stage, n = work / "stage", len(sources.corpus)
-    reasons = rules.decide(staged_pairs(stage, "train"), n, clean, check, progress)
+    reasons = rules.decide(staged_pairs(stage, "train"), n, clean, check, progress, sources.corpus)
     rules.write_samples(
         work / rules.CLEANING_DIR,
         reasons,
@@ -449,7 +461,8 @@ def _build(
         kept = sample_train(work / "stage", counts["train"], filters.train_limit, seed)
         if kept is not None:
             sources.remove("train_limit", ~kept)
-    tokenizer = _vocabulary(work, vocabulary, seed, progress)
+    tags = [f">>{lang}<<" for lang in corpus.target_languages()] if getattr(corpus, "tags", False) else []
+    tokenizer = _vocabulary(work, vocabulary, seed, progress, tags)  # a tag is one piece
     tokens, unk, long = {}, {}, {}
     recipe = isinstance(corpus, Recipe)
     for split in SPLITS:

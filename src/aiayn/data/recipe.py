@@ -15,6 +15,11 @@ OpusTrainer's mixing):
     test: {tsv: test.tsv}              #   valid/test, or split off its files with the seed)
     clean: true                      # or a list of rules: duplicates, near_duplicates, copies, language
 
+Many target languages in one model (`tags: true`): each source's target language (a built-in
+corpus's own, or the entry's `tgt_lang`) is written before each of its sources as `>>de<<`, the
+form OPUS-MT's multilingual models read; every source then gives valid and test pairs too (its
+built-in held-out splits, or drawn from its files), tagged alike, so that each language is scored.
+
 Weights say how often an epoch takes each corpus's pairs (`aiayn.data.mixing`): 2 takes every pair
 twice, 0.5 a seeded half; the share of corpus i in the training stream is w_i n_i / sum_j w_j n_j,
 with n the pairs that survive prepare. Every error names the recipe file and the entry.
@@ -36,8 +41,9 @@ from aiayn.data.sources import PairFiles
 from aiayn.errors import AiaynError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_SOURCE_KEYS = {"name", "corpus", "src", "tgt", "tsv", "weight"}
-_KEYS = {"src_lang", "tgt_lang", "sources", "valid", "test", "clean"}
+_SOURCE_KEYS = {"name", "corpus", "src", "tgt", "tsv", "weight", "tgt_lang"}
+_KEYS = {"src_lang", "tgt_lang", "sources", "valid", "test", "clean", "tags"}
+_LANGUAGE = re.compile(r"[a-z]{2,3}([_-][A-Za-z]{2,4})?")
 
 
 @dataclass(frozen=True)
@@ -48,13 +54,14 @@ class Source:
     weight: float = 1.0
     corpus: str | None = None
     files: PairFiles = PairFiles()
+    tgt_lang: str | None = None  # its target language, when it differs from the recipe's
 
     def describe(self) -> dict[str, Any]:
         """meta.json's entry for this source (files as absolute paths)."""
         where = (
             {"corpus": self.corpus} if self.corpus else {k: str(v.resolve()) for k, v in _given(self.files)}
         )
-        return {"name": self.name, "weight": self.weight, **where}
+        return {"name": self.name, "weight": self.weight, **where, "tgt_lang": self.tgt_lang}
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,21 @@ class Recipe:
     src_lang: str | None = None
     tgt_lang: str | None = None
     path: Path | None = None
+    tags: bool = False
+
+    def target_language(self, source: Source) -> str | None:
+        """The target language of `source`: its own, its built-in corpus's, or the recipe's."""
+        if source.tgt_lang:
+            return source.tgt_lang
+        return get_corpus(source.corpus).tgt_lang if source.corpus else self.tgt_lang
+
+    def tag(self, source: Source) -> str:
+        """What starts each of `source`'s sentences: `>>LANG<< ` with tags, else nothing."""
+        return f">>{self.target_language(source)}<< " if self.tags else ""
+
+    def target_languages(self) -> list[str]:
+        """The target languages of the sources, in order, each once."""
+        return list(dict.fromkeys(filter(None, map(self.target_language, self.sources))))
 
     @property
     def weighted(self) -> bool:
@@ -85,6 +107,7 @@ class Recipe:
             "sources": [s.describe() for s in self.sources],
             **{split: files or None for split, files in held.items()},
             "clean": self.clean.describe() if self.clean else None,
+            "tags": self.tags,
         }
 
 
@@ -142,13 +165,14 @@ def _source(path: Path, index: int, entry: Any) -> Source:
     name = entry.get("name", corpus or Path((files.src or files.tsv).name).stem)
     if not isinstance(name, str) or not _NAME.match(name):
         raise _fail(path, f"{where}.name", f"must be letters, digits, '.', '_' or '-', got {name!r}")
-    return Source(name=name, weight=weight, corpus=corpus, files=files)
+    tgt_lang = _language(path, f"{where}.tgt_lang", entry.get("tgt_lang"))
+    return Source(name=name, weight=weight, corpus=corpus, files=files, tgt_lang=tgt_lang)
 
 
 def _language(path: Path, key: str, value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not re.fullmatch(r"[a-z]{2,3}([_-][A-Za-z]{2,4})?", value):
+    if not isinstance(value, str) or not _LANGUAGE.fullmatch(value):
         raise _fail(path, key, f"must be a language code such as 'en' or 'pt-BR', got {value!r}")
     return value
 
@@ -187,11 +211,22 @@ def load_recipe(path: str | Path) -> Recipe:
         clean = Cleaning.parse(data.get("clean"))
     except AiaynError as err:
         raise _fail(path, "clean", str(err)) from None
-    return Recipe(
+    tags = data.get("tags", False)
+    if not isinstance(tags, bool):
+        raise _fail(path, "tags", f"must be true or false, got {tags!r}")
+    recipe = Recipe(
         sources=parsed,
+        tags=tags,
         clean=clean,
         src_lang=_language(path, "src_lang", data.get("src_lang")),
         tgt_lang=_language(path, "tgt_lang", data.get("tgt_lang")),
         path=path,
         **held,
     )
+    if tags:
+        unknown = next((s.name for s in recipe.sources if not recipe.target_language(s)), None)
+        if unknown is not None:
+            raise _fail(path, "tags", f"source {unknown!r} has no target language: give it a tgt_lang")
+        if recipe.valid.given or recipe.test.given:
+            raise _fail(path, "tags", "each source gives its own valid and test pairs: leave valid/test out")
+    return recipe

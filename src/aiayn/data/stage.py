@@ -32,6 +32,7 @@ class Stage:
         self._files = [open_text(p, "w") for p in [*self.paths, *where]]
         self.counts = counts
         self.staged = 0  # pairs written
+        self.prefix = ""  # what starts each staged source sentence (a target-language tag)
 
     def add(self, source: str, target: str, where: str = "") -> None:
         """Stage one pair; `where` names its origin (file:line), kept for valid and test."""
@@ -39,7 +40,7 @@ class Stage:
         if not source or not target:
             self.counts["empty"] += 1
             return
-        for f, text in zip(self._files, (source, target, where), strict=False):
+        for f, text in zip(self._files, (self.prefix + source, target, where), strict=False):
             f.write(text + "\n")
         self.staged += 1
 
@@ -119,24 +120,31 @@ def stage_held(held_pairs: Held, stages: dict[str, Stage]) -> None:
 
 def stage_recipe(recipe, stages: dict[str, Stage], seed: int, skip: bool, progress: bool) -> list[int]:
     """Stage a recipe's sources in order -> train pairs staged by each. Valid and test: the recipe's
-    files, else the first source's (a built-in corpus's own, or drawn from its train file)."""
+    files, else the first source's (a built-in corpus's own, or drawn from its train file); with
+    tags, every source's, each sentence of a source after its tag."""
     given = {split: getattr(recipe, split).files(f"{split}-") for split in ("valid", "test")}
     sizes, held = [], {"valid": [], "test": []}
     for i, source in enumerate(recipe.sources):
         before = stages["train"].staged
-        if i == 0 and source.corpus:
+        for stage in stages.values():
+            stage.prefix = recipe.tag(source)
+        gives_held_out = i == 0 or recipe.tags
+        if gives_held_out and source.corpus:
             for split, files in given.items():
                 if files:
                     _copy(ParallelText.open(**files, skip_bad_lines=skip), stages[split], progress)
             stage_builtin(source.corpus, stages, ["train"] + [s for s, f in given.items() if not f])
-        elif i == 0:
+        elif gives_held_out:
             inputs = {"train": source.files.files(""), **given}
-            held = _stage_user_train(inputs, stages, seed, skip, progress)
+            for split, pairs in _stage_user_train(inputs, stages, seed, skip, progress).items():
+                held[split] += [(stages[split].prefix + s, t, where) for s, t, where in pairs]
         elif source.corpus:
             stage_builtin(source.corpus, stages, ("train",))
         else:
             _copy(ParallelText.open(**source.files.files(""), skip_bad_lines=skip), stages["train"], progress)
         sizes.append(stages["train"].staged - before)
+    for stage in stages.values():
+        stage.prefix = ""  # the held-out pairs drawn from files carry their tags already
     stage_held(held, stages)
     return sizes
 

@@ -56,6 +56,20 @@ CORPORA: dict[str, BuiltinCorpus] = {
         "LibreOffice help paragraphs, Spanish -> English, aligned by (page, element id), seeded split",
         lambda: load_libreoffice(source="es", target="en-US"),
     ),
+    "libreoffice-en-es": BuiltinCorpus(
+        "en",
+        "es",
+        ("libreoffice-help-en-us", "libreoffice-help-es"),
+        "LibreOffice help paragraphs, English -> Spanish, aligned by (page, element id), seeded split",
+        lambda: load_libreoffice(target="es"),
+    ),
+    "libreoffice-en-fr": BuiltinCorpus(
+        "en",
+        "fr",
+        ("libreoffice-help-en-us", "libreoffice-help-fr"),
+        "LibreOffice help paragraphs, English -> French, aligned by (page, element id), seeded split",
+        lambda: load_libreoffice(target="fr"),
+    ),
 }
 
 
