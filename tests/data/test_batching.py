@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID
-from aiayn.data.batching import Batch, BatchStream, TokenBatchSampler, collate
+from aiayn.data.batching import Batch, BatchPlan, BatchStream, TokenBatchSampler, collate
+from aiayn.data.mixing import CorpusMix
 from aiayn.errors import AiaynError
 
 MAX_TOKENS = 300
@@ -128,3 +129,54 @@ def test_collate_shifts_and_pads_on_the_right():
 def test_sampler_rejects_bad_arguments(lengths):
     with pytest.raises(ValueError, match="rank"):
         TokenBatchSampler(*lengths, MAX_TOKENS, rank=2, world_size=2)
+
+
+def reference_batches(src, tgt, max_tokens, seed, epoch, window, pool=None):
+    """The batch plan as lists of Python ints, element by element: the form the array plan replaced
+    (an independent restatement: the same seed must give the same batches)."""
+    src, widths = np.asarray(src), np.maximum(src, tgt)
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(widths)) if pool is None else pool[rng.permutation(len(pool))]
+    order = order[widths[order] <= max_tokens]
+    batches = []
+    for start in range(0, len(order), window):
+        chunk = order[start : start + window]
+        chunk = chunk[np.lexsort((src[chunk], widths[chunk]))]
+        current, width = [], 0
+        for index in chunk.tolist():
+            w = int(widths[index])
+            if current and (len(current) + 1) * max(width, w) > max_tokens:
+                batches.append(current)
+                current, width = [], 0
+            current.append(index)
+            width = max(width, w)
+        if current:
+            batches.append(current)
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+@pytest.mark.parametrize(("window", "max_tokens"), [(1 << 17, 200), (97, 200), (1000, 37), (5, 4000)])
+def test_the_array_plan_is_the_element_by_element_plan(window, max_tokens):
+    rng = np.random.default_rng(3)
+    src, tgt = rng.integers(1, 60, 3000), rng.integers(1, 60, 3000)
+    src[::50] = 100  # some too wide for max_tokens=37
+    for epoch in (0, 4):
+        expected = reference_batches(src, tgt, max_tokens, 9, epoch, window)
+        plan = TokenBatchSampler(src, tgt, max_tokens, seed=9, window=window).global_batches(epoch)
+        assert plan == expected and len(plan) == len(expected)
+        for world in (1, 3):
+            for rank in range(world):
+                mine = TokenBatchSampler(src, tgt, max_tokens, 9, rank, world, window).batches(epoch)
+                per_rank = len(expected) // world
+                assert mine == expected[rank : per_rank * world : world]
+    mix = CorpusMix(np.repeat(np.arange(3, dtype=np.uint8), 1000), [2.0, 0.5, 1.0], seed=9)
+    sampler = TokenBatchSampler(src, tgt, max_tokens, seed=9, window=window, mix=mix)
+    assert sampler.batches(1) == reference_batches(src, tgt, max_tokens, 9, 1, window, mix.indices(1))
+
+
+def test_a_plan_is_a_sequence_of_batches():
+    plan = BatchPlan(np.array([4, 2, 7, 1, 0]), np.array([0, 2, 2, 5]))
+    assert len(plan) == 3 and plan[0] == [4, 2] and plan[1] == [] and plan[-1] == [7, 1, 0]
+    assert plan[1:] == [[], [7, 1, 0]] and list(plan) == [[4, 2], [], [7, 1, 0]]
+    with pytest.raises(IndexError):
+        plan[3]

@@ -20,6 +20,7 @@ that the mix draws, repeats included, instead of every pair once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,8 +32,56 @@ from aiayn.errors import AiaynError
 DEFAULT_WINDOW = 1 << 17  # sentences sorted together: the whole corpus below ~131k pairs
 
 
+class BatchPlan(Sequence):
+    """Batches as two arrays: `indices` (m,) the sentence indices of every batch back to back, and
+    `offsets` (k + 1,) where each of the k batches starts and the last ends. plan[i] is batch i as a
+    list of ints; a BatchPlan equals a list of lists with the same batches."""
+
+    def __init__(self, indices: np.ndarray, offsets: np.ndarray) -> None:
+        self.indices, self.offsets = indices, offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"batch {i} of {len(self)}")
+        i %= len(self)
+        return self.indices[self.offsets[i] : self.offsets[i + 1]].tolist()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BatchPlan):
+            return np.array_equal(self.offsets, other.offsets) and np.array_equal(self.indices, other.indices)
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # mutable arrays inside
+
+    @classmethod
+    def of(cls, order: np.ndarray, starts: np.ndarray, chosen: np.ndarray) -> BatchPlan:
+        """The batches `chosen` (k,) of `order`, batch b being order[starts[b] : starts[b + 1]]."""
+        lengths = starts[chosen + 1] - starts[chosen]  # (k,)
+        offsets = np.zeros(len(chosen) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        shift = np.repeat(starts[chosen] - offsets[:-1], lengths)  # (m,) where each batch's run begins
+        return cls(order[np.arange(offsets[-1], dtype=np.int64) + shift], offsets)
+
+
+def pack_sorted(widths: np.ndarray, max_tokens: int) -> np.ndarray:
+    """Where the batches of greedy packing begin in `widths` (n,), sorted ascending: a batch from i
+    takes j while (j - i + 1) * widths[j] <= max_tokens, so it ends at the last j with
+    g[j] = j + 1 - max_tokens // widths[j] <= i (g rises with j: a binary search per batch)."""
+    g = np.arange(1, len(widths) + 1, dtype=np.int64) - max_tokens // widths  # (n,) strictly increasing
+    starts, i = [], 0
+    while i < len(widths):
+        starts.append(i)
+        i = int(np.searchsorted(g, i, side="right"))
+    return np.asarray(starts, dtype=np.int64)
+
+
 class TokenBatchSampler:
-    """The batches (lists of sentence indices) of one rank, for any epoch."""
+    """The batches of one rank, for any epoch, as a BatchPlan (arrays, not lists of Python ints)."""
 
     def __init__(
         self,
@@ -60,12 +109,11 @@ class TokenBatchSampler:
         )
         self.mix = mix  # None, or an object whose indices(epoch) are the epoch's pairs
         self.n_oversized = int((self.widths > max_tokens).sum())
-        self._cache: tuple[int, list[list[int]]] | None = None
+        self._cache: tuple[int, BatchPlan] | None = None
 
-    def global_batches(self, epoch: int) -> list[list[int]]:
-        """All ranks' batches of an epoch, in their shuffled order (before dealing out to ranks)."""
-        if self._cache is not None and self._cache[0] == epoch:
-            return self._cache[1]
+    def _plan(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(order, starts, shuffle) of an epoch: the sentences sorted window by window, where each
+        batch begins in that order (with the end appended), and the batches' shuffled order."""
         rng = np.random.default_rng([self.seed, epoch])
         if self.mix is None:
             order = rng.permutation(len(self.widths))  # (n,) random tie-breaking inside each window
@@ -73,33 +121,30 @@ class TokenBatchSampler:
             pool = self.mix.indices(epoch)  # (m,) the epoch's pairs, repeats included
             order = pool[rng.permutation(len(pool))]
         order = order[self.widths[order] <= self.max_tokens]
-        batches: list[list[int]] = []
-        for start in range(0, len(order), self.window):
-            chunk = order[start : start + self.window]
-            chunk = chunk[np.lexsort((self.src_lengths[chunk], self.widths[chunk]))]  # by width, then source
-            batches.extend(self._pack(chunk))
-        shuffled = [batches[i] for i in rng.permutation(len(batches))]
-        self._cache = (epoch, shuffled)
-        return shuffled
+        window = np.arange(len(order), dtype=np.int64) // self.window  # (n,) each position's window
+        order = order[np.lexsort((self.src_lengths[order], self.widths[order], window))]  # by width, source
+        widths, starts = self.widths[order], []
+        for begin in range(0, len(order), self.window):
+            starts.append(begin + pack_sorted(widths[begin : begin + self.window], self.max_tokens))
+        starts = np.concatenate([*starts, [len(order)]]).astype(np.int64)
+        return order, starts, rng.permutation(len(starts) - 1)
 
-    def _pack(self, indices: np.ndarray) -> list[list[int]]:
-        """Greedy packing of length-sorted indices: a batch ends where one more sentence would not fit."""
-        batches, current, width = [], [], 0
-        for index, w in zip(indices.tolist(), self.widths[indices].tolist(), strict=True):
-            if current and (len(current) + 1) * max(width, w) > self.max_tokens:
-                batches.append(current)
-                current, width = [], 0
-            current.append(index)
-            width = max(width, w)
-        if current:
-            batches.append(current)
-        return batches
+    def global_batches(self, epoch: int) -> BatchPlan:
+        """All ranks' batches of an epoch, in their shuffled order (before dealing out to ranks)."""
+        order, starts, shuffle = self._plan(epoch)
+        return BatchPlan.of(order, starts, shuffle)
 
-    def batches(self, epoch: int) -> list[list[int]]:
-        """This rank's batches for `epoch`: the same count on every rank, disjoint across ranks."""
-        everything = self.global_batches(epoch)
-        per_rank = len(everything) // self.world_size
-        return everything[self.rank : per_rank * self.world_size : self.world_size]
+    def batches(self, epoch: int) -> BatchPlan:
+        """This rank's batches for `epoch`: the same count on every rank, disjoint across ranks.
+        Only they are kept (the last epoch's are let go first)."""
+        if self._cache is not None and self._cache[0] == epoch:
+            return self._cache[1]
+        self._cache = None
+        order, starts, shuffle = self._plan(epoch)
+        per_rank = len(shuffle) // self.world_size
+        mine = BatchPlan.of(order, starts, shuffle[self.rank : per_rank * self.world_size : self.world_size])
+        self._cache = (epoch, mine)
+        return mine
 
     def num_batches(self, epoch: int = 0) -> int:
         return len(self.batches(epoch))
