@@ -534,3 +534,20 @@ def test_tagged_recipe_mistakes_are_one_line(tmp_path, body, message):
     recipe.write_text(body)
     with pytest.raises(AiaynError, match=message):
         load_recipe(recipe)
+
+
+def test_the_same_bytes_for_any_number_of_workers(tmp_path, corpus):
+    one = _prepare_corpus(tmp_path / "one", corpus, workers=1)
+    two = _prepare_corpus(tmp_path / "two", corpus, workers=2)
+    for name in ("spm.model", "train.src.bin", "train.tgt.bin", "train.index.npz", "test.src.bin"):
+        assert (one / name).read_bytes() == (two / name).read_bytes(), name
+    with pytest.raises(AiaynError, match="--workers must be at least 1"):
+        _prepare_corpus(tmp_path / "zero", corpus, workers=0)
+
+
+def test_too_little_free_space_is_refused_before_the_build(tmp_path, corpus, monkeypatch):
+    real = prepare_module.shutil.disk_usage
+    monkeypatch.setattr(prepare_module.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+    with pytest.raises(AiaynError, match=r"GiB free, but preparing this corpus needs about"):
+        _prepare_corpus(tmp_path / "data", corpus)
+    assert not (tmp_path / "data").exists() and not list(tmp_path.glob(".data*"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from aiayn.cli import parse as parse_cli
+from aiayn.cli.options import counting_number
 from aiayn.data.cleaning import Cleaning
 from aiayn.data.recipe import Recipe, load_recipe
 from aiayn.data.sources import Filters, PairFiles, SplitFiles, choose_corpus
@@ -68,6 +69,12 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
         help="drop duplicate, near-duplicate, copied and wrong-language train pairs (a sample of each "
         "rule's removals in DATA_DIR/cleaning/)",
     )
+    p.add_argument(
+        "--workers",
+        type=counting_number,
+        help="threads of the vocabulary's training and of encoding (default: the cores; the output is "
+        "the same for any number)",
+    )
     p.add_argument("--force", action="store_true", help="prepare again even if DATA_DIR is already prepared")
     p.add_argument("--skip-bad-lines", action="store_true", help="skip (and count) invalid UTF-8 / TSV lines")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -100,6 +107,7 @@ def run_prepare(args: argparse.Namespace) -> None:
         _corpus(args),
         filters=Filters(args.max_len, args.max_ratio, args.train_limit),
         clean=Cleaning() if args.clean else None,
+        workers=args.workers,
         vocab_size=args.vocab_size,
         spm=args.spm,
         src_lang=args.src_lang,

@@ -218,6 +218,7 @@ def prepare(
     force: bool = False,
     skip_bad_lines: bool = False,
     progress: bool = True,
+    workers: int | None = None,
 ) -> Path:
     """Prepare a data directory from `corpus`, a built-in corpus's name, a user's SplitFiles or a
     Recipe of several weighted ones; returns its path. `clean` (or a recipe's own `clean`) cleans
@@ -246,13 +247,43 @@ def prepare(
     check = _language_check(corpus, meta, clean)  # a missing identifier fails before any work
     if not force and DataDir(out).prepared:
         _check_same_corpus(out, meta)
+    if workers is not None and workers < 1:
+        raise AiaynError(f"--workers must be at least 1, got {workers}")
     with building(out, force) as work:
         if work is not None:
-            meta.update(
-                _build(work, corpus, vocabulary, filters, seed, skip_bad_lines, progress, clean, check)
+            _check_space(work, corpus)
+            built = _build(
+                work, corpus, vocabulary, filters, seed, skip_bad_lines, progress, clean, check, workers
             )
+            meta.update(built)
             DataDir(work).write_meta(meta)
     return out
+
+
+SPACE_FACTOR = 3  # staged text + raw/ + shards, against the input's size (measured: ~2.5x at the peak)
+
+
+def _input_bytes(corpus) -> int:
+    """The size of the user's files that `corpus` names (built-in corpora are small: 0)."""
+    if isinstance(corpus, str):
+        return 0
+    if isinstance(corpus, Recipe):
+        groups = [s.files for s in corpus.sources if not s.corpus] + [corpus.valid, corpus.test]
+    else:
+        groups = [corpus.train, corpus.valid, corpus.test]
+    paths = [p for g in groups for p in (g.src, g.tgt, g.tsv) if p is not None]
+    return sum(p.stat().st_size for p in paths if p.is_file())
+
+
+def _check_space(work: Path, corpus) -> None:
+    """Refuse, before the build, when the disk holding `work` cannot hold what it will write."""
+    need, free = SPACE_FACTOR * _input_bytes(corpus), shutil.disk_usage(work).free
+    if need > free:
+        raise AiaynError(
+            f"{work.parent}: {free / 2**30:.1f} GiB free, but preparing this corpus needs about "
+            f"{need / 2**30:.1f} GiB ({SPACE_FACTOR}x its files: staged text, raw/ and shards); "
+            "free some space or choose another --out"
+        )
 
 
 def _language_check(corpus, meta: dict, clean: Cleaning | None) -> rules.LanguageCheck | None:
@@ -365,16 +396,22 @@ def tokenizer_meta(trained_on: str) -> dict[str, Any]:
 
 
 def _vocabulary(
-    work: Path, vocabulary: Tokenizer | int, seed: int, progress: bool, symbols: list[str]
+    work: Path,
+    vocabulary: Tokenizer | int,
+    seed: int,
+    progress: bool,
+    symbols: list[str],
+    workers: int | None,
 ) -> Tokenizer:
     """Train the joint BPE on the staged train text, or copy the reused model unchanged."""
     if isinstance(vocabulary, Tokenizer):
         _say(f"encoding with the {vocabulary.vocab_size}-piece vocabulary {vocabulary.path}", progress)
+        vocabulary.threads = workers or vocabulary.threads
         return vocabulary.copy_to(DataDir(work).spm_path)
     _say(f"training a {vocabulary}-piece joint BPE vocabulary on the train split", progress)
     train_text = chain(read_lines(work / "stage" / "train.src"), read_lines(work / "stage" / "train.tgt"))
     tokenizer = Tokenizer.train(
-        train_text, DataDir(work).spm_path, vocabulary, seed=seed, user_symbols=symbols
+        train_text, DataDir(work).spm_path, vocabulary, seed=seed, user_symbols=symbols, threads=workers
     )
     if tokenizer.vocab_size < vocabulary:
         _note(f"note: the train text only supports {tokenizer.vocab_size} pieces, not {vocabulary}")
@@ -447,6 +484,7 @@ def _build(
     progress,
     clean,
     check,
+    workers: int | None = None,
 ) -> dict:
     """Stage, clean, train (or reuse) the vocabulary, encode; -> the meta.json entries of the result."""
     (work / "stage").mkdir()
@@ -462,7 +500,7 @@ def _build(
         if kept is not None:
             sources.remove("train_limit", ~kept)
     tags = [f">>{lang}<<" for lang in corpus.target_languages()] if getattr(corpus, "tags", False) else []
-    tokenizer = _vocabulary(work, vocabulary, seed, progress, tags)  # a tag is one piece
+    tokenizer = _vocabulary(work, vocabulary, seed, progress, tags, workers)  # a tag is one piece
     tokens, unk, long = {}, {}, {}
     recipe = isinstance(corpus, Recipe)
     for split in SPLITS:

@@ -9,6 +9,7 @@ without bos/eos; the dataset appends eos and the batch prepends bos.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from collections.abc import Iterable, Sequence
@@ -21,15 +22,20 @@ from aiayn.errors import AiaynError
 
 CHARACTER_COVERAGE = 0.99995  # rare characters (a stray Hebrew letter) map to unk
 MAX_TRAIN_SENTENCES = 1_000_000  # a uniform sample of this many lines trains the vocabulary
-NUM_THREADS = 2
+
+
+def cores() -> int:
+    """The CPU cores this process may run on: SentencePiece's threads unless told otherwise."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class Tokenizer:
     """A trained SentencePiece model: text <-> piece ids."""
 
-    def __init__(self, processor: spm.SentencePieceProcessor, path: Path) -> None:
+    def __init__(self, processor: spm.SentencePieceProcessor, path: Path, threads: int | None = None) -> None:
         self._sp = processor
         self.path = path
+        self.threads = threads or cores()  # encoding's threads (the pieces do not depend on them)
         for name, expected in (("pad", PAD_ID), ("unk", UNK_ID), ("bos", BOS_ID), ("eos", EOS_ID)):
             actual = getattr(processor, f"{name}_id")()
             if actual != expected:
@@ -44,6 +50,7 @@ class Tokenizer:
         vocab_size: int,
         seed: int = 1,
         user_symbols: Sequence[str] = (),
+        threads: int | None = None,
     ) -> Tokenizer:
         """Train joint BPE on `texts` (source and target lines) and write `model_path` and its .vocab.
 
@@ -56,13 +63,16 @@ class Tokenizer:
             raise AiaynError(f"{model_path}: a SentencePiece model path must end in .model")
         spm.set_random_generator_seed(seed)
         try:
-            cls._train_bpe(texts, model_path, vocab_size, user_symbols)
+            cls._train_bpe(texts, model_path, vocab_size, user_symbols, threads or cores())
         except RuntimeError as err:
             raise AiaynError(_training_error(str(err), vocab_size)) from None
-        return cls.load(model_path)
+        _settle(model_path)
+        return cls.load(model_path, threads)
 
     @staticmethod
-    def _train_bpe(texts: Iterable[str], model_path: Path, vocab_size: int, user_symbols: Sequence[str]):
+    def _train_bpe(
+        texts: Iterable[str], model_path: Path, vocab_size: int, user_symbols: Sequence[str], threads: int
+    ):
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(texts),
             model_prefix=str(model_path.with_suffix("")),
@@ -76,13 +86,13 @@ class Tokenizer:
             input_sentence_size=MAX_TRAIN_SENTENCES,
             shuffle_input_sentence=True,
             hard_vocab_limit=False,
-            num_threads=NUM_THREADS,
+            num_threads=threads,
             minloglevel=2,
             **({"user_defined_symbols": list(user_symbols)} if user_symbols else {}),
         )
 
     @classmethod
-    def load(cls, path: str | Path) -> Tokenizer:
+    def load(cls, path: str | Path, threads: int | None = None) -> Tokenizer:
         path = Path(path)
         if not path.is_file():
             raise AiaynError(f"{path}: no SentencePiece model there")
@@ -91,7 +101,7 @@ class Tokenizer:
             processor.Load(str(path))
         except (OSError, RuntimeError) as err:
             raise AiaynError(f"{path}: not a SentencePiece model ({err})") from None
-        return cls(processor, path)
+        return cls(processor, path, threads)
 
     def copy_to(self, model_path: str | Path) -> Tokenizer:
         """Copy the model file unchanged (runs compare it byte for byte), write its .vocab beside it."""
@@ -101,7 +111,7 @@ class Tokenizer:
             f.writelines(
                 f"{self._sp.id_to_piece(i)}\t{self._sp.get_score(i):g}\n" for i in range(self.vocab_size)
             )
-        return Tokenizer.load(model_path)
+        return Tokenizer.load(model_path, self.threads)
 
     @property
     def vocab_size(self) -> int:
@@ -109,7 +119,7 @@ class Tokenizer:
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Piece ids of each text, without bos or eos."""
-        return self._sp.encode(texts, out_type=int, num_threads=NUM_THREADS)
+        return self._sp.encode(texts, out_type=int, num_threads=self.threads)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Text of each id sequence; pad, bos and eos are skipped wherever they are."""
@@ -134,3 +144,15 @@ def _training_error(message: str, vocab_size: int) -> str:
             f"need; use a vocab_size of at least {found.group(1)}"
         )
     return f"SentencePiece could not train a vocabulary of {vocab_size}: {message.splitlines()[0]}"
+
+
+def _settle(model_path: Path) -> None:
+    """Rewrite the model without what its training recorded of the machine (the temporary path it
+    was written to, the threads): the same text gives the same file anywhere, with any --workers."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model_path.read_bytes())
+    proto.trainer_spec.model_prefix = model_path.stem
+    proto.trainer_spec.ClearField("num_threads")
+    model_path.write_bytes(proto.SerializeToString())
