@@ -1,9 +1,9 @@
-"""The training-loop skeleton (aiayn.train.loop) on a stand-in trainer: the stop rules, when rows are
-logged and checkpoints written, and exact resume of the loop state, weights, optimizer, data position
-and RNG (the budget clock is not tested here)."""
+"""The shared parts of a training loop (aiayn.train: checkpointer, clock, stop, metrics) in a stand-in
+trainer's loop built as the trainers' are: the stop rules, when rows are logged and checkpoints
+written, and exact resume of the loop state, weights, optimizer, data position and RNG (the budget
+clock is not tested here)."""
 
 import json
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,9 +11,12 @@ from torch import nn
 
 from aiayn.errors import AiaynError
 from aiayn.train import checkpoint
+from aiayn.train.checkpointer import Checkpointer
+from aiayn.train.clock import RunClock
 from aiayn.train.distributed import DistEnv
-from aiayn.train.loop import TrainingLoop
+from aiayn.train.metrics import RunLog
 from aiayn.train.signals import StopSignals
+from aiayn.train.stop import StopRules
 
 BATCHES_PER_EPOCH = 4
 
@@ -30,28 +33,53 @@ class Stream:
         return torch.full((2, 3), float(epoch * BATCHES_PER_EPOCH + index + 1))  # (batch, features)
 
 
-class StandIn(TrainingLoop):
+class StandIn:
     """A linear model trained by SGD with momentum on the stream's batches plus RNG noise (as dropout
     would draw), with scripted events: evaluations that stop the run, skipped updates, a signal."""
 
     def __init__(self, run_dir, max_steps, *, log_every=2, keep_last=5, save_every=None, world_size=1):
-        self.run_dir, self.max_steps, self.save_every = run_dir, max_steps, save_every
+        self.run_dir, self.max_steps, self.save_every, self.log_every = (
+            run_dir,
+            max_steps,
+            save_every,
+            log_every,
+        )
         self.env = DistEnv(0, world_size, torch.device("cpu"))
-        self.t = SimpleNamespace(log_every=log_every, save_minutes=None, keep_last=keep_last)
         self.model = nn.Linear(3, 1)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
         self.stop_at, self.skip_at, self.signal_at = set(), set(), None
         self.signals = StopSignals()
         self.logged, self.evaluated = [], []
-        self._resume()
+        self.checkpoints = Checkpointer(run_dir, self.env, self.model, self.optimizer, keep_last)
+        self.state, _ = self.checkpoints.restore()
+        self.start_step = self.state.step
         self.stream = Stream(self.state.epoch, self.state.index)
 
     def run(self) -> str:
-        self._open(False, self.max_steps, None)
+        state = self.state
+        self.clock = RunClock(state.seconds, self.start_step, self.max_steps, None)
+        self.log = RunLog(self.run_dir, True, state.step, bar=False, max_steps=self.max_steps, minutes=None)
+        rules = StopRules(self.env, self.signals, max_steps=self.max_steps)
         try:
-            return self._train(self.signals)
+            while (reason := rules.before_update(state.step, state.epoch)) is None:
+                if not self._update():
+                    continue
+                if state.step % self.log_every == 0:
+                    self._log_train()
+                if state.step in self.stop_at:
+                    reason = self._evaluate()
+                reason, save_due = rules.after_update(self.clock, reason)
+                if reason is not None:
+                    break
+                if save_due or (self.save_every is not None and state.step % self.save_every == 0):
+                    self._save()
+            if state.step > self.log.train_step:
+                self._log_train()
+            if self.checkpoints.step != state.step:
+                self._save()
+            return reason
         finally:
-            self._close()
+            self.log.close()
 
     def _update(self) -> bool:
         x = self.stream.next()
@@ -69,22 +97,17 @@ class StandIn(TrainingLoop):
             self.signals.received = "SIGTERM"
         return True
 
-    def _budget_reason(self):
-        return "max_steps" if self.state.step >= self.max_steps else None
-
     def _log_train(self):
         self.logged.append(self.state.step)
-        self.log.log("train", self.state.step, {"tokens": self.state.tokens})
-
-    def _evaluation_due(self):
-        return self.state.step in self.stop_at
+        self.log.row("train", self.state.step, {"tokens": self.state.tokens})
 
     def _evaluate(self):
         self.evaluated.append(self.state.step)
         return "early_stop"
 
-    def _checkpoint_due(self):
-        return self.save_every is not None and self.state.step % self.save_every == 0
+    def _save(self):
+        self.checkpoints.save(self.state, self.stream.position, self.clock.seconds())
+        self.clock.saved()
 
 
 def steps_of(run_dir):

@@ -1,4 +1,5 @@
-"""The run clock of aiayn.train.loop: whole-run seconds, saved at every checkpoint, counted once.
+"""The run clock (aiayn.train.clock) in a text run: whole-run seconds, saved at every checkpoint,
+counted once.
 
 A fake clock advances 10 s at each update and stands still otherwise, so the whole run's time is
 exactly 10 s per update, however many checkpoints were written on the way (issue 38, item 16: each

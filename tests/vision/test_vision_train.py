@@ -91,8 +91,8 @@ def test_an_interrupted_run_resumes_exactly(tmp_path, quadrant_splits, one_threa
 def test_a_checkpoint_from_before_the_shared_loop_resumes_exactly(
     tmp_path, quadrant_splits, one_thread, monkeypatch
 ):
-    """The trainer skeleton (aiayn.train.loop) saves one RNG state per rank and the world size; the
-    vision trainer's own checkpoints had one state and no world size, and still resume exactly."""
+    """The shared checkpointer (aiayn.train.checkpointer) saves one RNG state per rank and the world
+    size; the vision trainer's own checkpoints had one state and no world size, and still resume exactly."""
     recipe = quick_recipe(epochs=2, crop_pad=1, flip=True)  # augmentation draws random numbers
     straight = train_vision(tmp_path / "straight", quadrant_splits, TINY, recipe, progress=False)
     monkeypatch.setattr(vision_train, "StopSignals", lambda: StopAfter(40))
@@ -255,6 +255,25 @@ def test_the_vision_budget_reads_the_whole_run_once(tmp_path, quadrant_splits, o
     assert (result.stop_reason, result.step, result.seconds) == ("minutes", 12, 120.0)
     saved = [_state(path)["loop"]["seconds"] for path in checkpoint.list_checkpoints(tmp_path / "vit")]
     assert saved == [90.0, 120.0]  # the last two kept
+
+
+def test_the_budget_timing_leaves_each_evaluation_out_once(
+    tmp_path, quadrant_splits, one_thread, fake_clock, monkeypatch
+):
+    """An epoch of 8 updates puts dev evaluations inside the timed span; each takes 100 fake seconds,
+    the updates 10 each: the timing says 10 s per update (an evaluation left out twice said 0)."""
+    real = vision_train.evaluate
+
+    def slow(*args, **kwargs):
+        fake_clock[0] += 100.0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(vision_train, "evaluate", slow)
+    recipe = quick_recipe(batch_size=128, epochs=5)
+    vision_train.train_vision(tmp_path / "vit", quadrant_splits, TINY, recipe, progress=False)
+    rows = map(json.loads, (tmp_path / "vit" / "metrics.jsonl").read_text().splitlines())
+    (timing,) = [r for r in rows if r["kind"] == "eta"]
+    assert (timing["step"], timing["s_per_update"], timing["img_s"]) == (eta.SKIP + eta.SPAN, 10.0, 12.8)
 
 
 def _state(path):

@@ -1,6 +1,7 @@
 """What a run shows while it trains: `metrics.jsonl` (one JSON object per line), TensorBoard event
-files under `tensorboard/`, and a tqdm progress bar with loss, perplexity, lr, tokens/s and ETA.
-Only rank 0 writes; the other ranks get a logger that does nothing.
+files under `tensorboard/`, and a tqdm progress bar with loss, perplexity, lr, tokens/s and ETA;
+`RunLog` holds the three for a trainer's loop. Only rank 0 writes; the other ranks get a logger
+that does nothing.
 """
 
 from __future__ import annotations
@@ -108,3 +109,40 @@ class Progress:
 
     def close(self) -> None:
         self.bar.close()
+
+
+class RunLog:
+    """What a trainer's loop shows: metrics.jsonl + TensorBoard, with the rows logged after the
+    resume point (`step`) dropped, and the progress bar (`bar`: shown at all); rank 0 (`main`)
+    writes. `train_step`: the step of the last train row (the loop writes one for the last steps)."""
+
+    def __init__(
+        self, run_dir: Path, main: bool, step: int, *, bar: bool, max_steps: int | None, minutes: float | None
+    ):
+        self.metrics = MetricsLog(run_dir, main)
+        self.metrics.truncate(step)
+        self.progress = Progress(bar and main, step, max_steps, minutes, messages=main)
+        self.train_step = step
+
+    def row(self, kind: str, step: int, values: dict[str, Any]) -> None:
+        """A row of metrics.jsonl (and TensorBoard scalars)."""
+        self.metrics.log(kind, step, values)
+        if kind == "train":
+            self.train_step = step
+
+    def result(self, kind: str, step: int, values: dict[str, float], spec: str = ".4g") -> None:
+        """An evaluation's row, and one line above the bar: 'step N: name value, ...'."""
+        self.row(kind, step, values)
+        self.say(f"step {step}: " + ", ".join(f"{k} {v:{spec}}" for k, v in values.items()))
+
+    def bar(self, step: int, **shown: Any) -> None:
+        """The bar at `step`, with `shown` (formatted figures) after it."""
+        self.progress.update(step, **shown)
+
+    def say(self, message: str) -> None:
+        """A line above the bar (or on stderr without one), on rank 0."""
+        self.progress.write(message)
+
+    def close(self) -> None:
+        self.progress.close()
+        self.metrics.close()

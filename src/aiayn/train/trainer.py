@@ -4,9 +4,12 @@ Per update: `accumulation` micro-batches per rank (5.1: about 25,000 target toke
 across accumulation x ranks), label-smoothed cross entropy (5.4) summed over tokens and divided by
 the update's total target-token count (so 2 ranks x 1 micro-batch == 1 rank x 2 micro-batches),
 Adam with the learning rate of Eq. 3 (5.3), optional gradient clipping, mixed precision. Around
-it: checkpoints every N steps and/or M minutes (5.2), dev loss / perplexity / BLEU at intervals,
-early stopping, a wall-clock budget, signals, and exact resume from the newest checkpoint: the
-skeleton `aiayn.train.loop.TrainingLoop`, which the Vision Transformer's trainer shares.
+it, in one loop (`Trainer._train`) read top to bottom: the train row every `log_every` steps, dev
+loss / perplexity / BLEU at intervals, the stop rules (step and epoch budgets, early stopping, a
+wall-clock budget, signals), checkpoints every N steps and/or M minutes (5.2) and exact resume from
+the newest one. The parts are the ones the Vision Transformer's trainer uses too: the checkpointer
+(aiayn.train.checkpointer), the run clock (aiayn.train.clock), the stop rules (aiayn.train.stop)
+and the run log (aiayn.train.metrics).
 
 One host sync per update (is the gradient norm finite?); losses are summed on the device and
 read back only at log intervals.
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,9 +34,11 @@ from aiayn.model.transformer import Transformer
 from aiayn.runtime import kernels
 from aiayn.runtime.linear import route_linears
 from aiayn.train import checkpoint, distributed, precision
+from aiayn.train.checkpointer import Checkpointer
+from aiayn.train.clock import RunClock
 from aiayn.train.evaluation import ShuffledSources, dev_bleu, dev_loss
-from aiayn.train.loop import TrainingLoop
 from aiayn.train.loss import label_smoothed_nll
+from aiayn.train.metrics import RunLog
 from aiayn.train.optim import accumulation_steps, build_optimizer, restore_optimizer
 from aiayn.train.run import (
     check_resume_config,
@@ -45,6 +49,7 @@ from aiayn.train.run import (
 )
 from aiayn.train.schedule import learning_rate
 from aiayn.train.signals import StopSignals
+from aiayn.train.stop import StopRules
 
 
 @dataclass
@@ -57,7 +62,9 @@ class TrainResult:
     best_dev_loss: float | None
 
 
-class Trainer(TrainingLoop):
+class Trainer:
+    """Builds the model, optimizer, data and parts for a run directory; `run()` trains."""
+
     def __init__(self, data_dir: Path, run_dir: Path, config: RunConfig, env, init_from, progress: bool):
         self.data_dir, self.run_dir, self.config, self.env = data_dir, run_dir, config, env
         self.t, self.m, self.show_progress = config.train, config.model, progress
@@ -66,13 +73,16 @@ class Trainer(TrainingLoop):
         self.optimizer = build_optimizer(self.model, config, env.device)
         self.precision = precision.resolve(self.t.precision, env.device)
         self.accumulation = accumulation_steps(config, env.world_size)
-        self._restored_matmul: str | None = None
         checkpoint.seed_everything(self.t.seed + env.rank)  # dropout differs across ranks
-        self._resume()
-        if self.saved_path is None and init_from:
+        self.checkpoints = Checkpointer(run_dir, env, self.model, self.optimizer, self.t.keep_last)
+        self.state, saved = self.checkpoints.restore(self._load_optimizer)
+        self.start_step = self.state.step
+        if self.precision.scaler is not None and saved.get("scaler"):
+            self.precision.scaler.load_state_dict(saved["scaler"])
+        if self.checkpoints.path is None and init_from:
             load_init_weights(self.model, init_from, data_dir)
         eligible = env.device.type == "cpu" and self.precision.name == "fp32" and not self.t.compile
-        self.kernels = kernels.KernelChoice(self.t.cpu_matmul, eligible, self._restored_matmul, env)
+        self.kernels = kernels.KernelChoice(self.t.cpu_matmul, eligible, saved.get("cpu_matmul"), env)
         self.forward_model = torch.compile(self.model) if self.t.compile else self.model
         # compiled, the loss is fused plain operations (aiayn.train.loss): a second graph
         self.criterion = torch.compile(label_smoothed_nll) if self.t.compile else label_smoothed_nll
@@ -113,21 +123,75 @@ class Trainer(TrainingLoop):
             sets.append((data, everything.global_batches(0)[self.env.rank :: self.env.world_size]))
         return sets
 
-    # -- checkpoints: besides the loop's, the optimizer's settings, the scaler, the backend --------
+    # -- checkpoints: besides the loop state, the optimizer's settings, the scaler, the backend ----
     def _load_optimizer(self, saved: dict) -> None:
         restore_optimizer(self.optimizer, saved, self.config, self.env.device)
 
-    def _extra_state(self) -> dict:
+    def _save(self) -> None:
+        """A checkpoint (left out of the budget timing and the log window's rates)."""
         scaler = self.precision.scaler
-        return {
+        extra = {
             "scaler": scaler.state_dict() if scaler is not None else {},
             "cpu_matmul": self.kernels.decision,
         }
+        with self.clock.paused():
+            self.checkpoints.save(self.state, self.stream.position, self.clock.seconds(), extra)
+            self.clock.saved()
 
-    def _restore_extra(self, state: dict) -> None:
-        self._restored_matmul = state.get("cpu_matmul")
-        if self.precision.scaler is not None and state["scaler"]:
-            self.precision.scaler.load_state_dict(state["scaler"])
+    # -- the loop ---------------------------------------------------------------------------------
+    def run(self) -> TrainResult:
+        """Train until a stop rule says so (this invocation's clock, log and rules around the loop)."""
+        t = self.t
+        self.clock = RunClock(self.state.seconds, self.start_step, t.max_steps, t.minutes)
+        main, step = self.env.is_main, self.state.step
+        self.log = RunLog(
+            self.run_dir, main, step, bar=self.show_progress, max_steps=t.max_steps, minutes=t.minutes
+        )
+        self._window = torch.zeros(3, device=self.env.device)  # loss, nll, tokens since the last log
+        self.engine.train()
+        try:
+            self.kernels.start()
+            with StopSignals() as signals:
+                rules = StopRules(
+                    self.env, signals, max_steps=t.max_steps, max_epochs=t.max_epochs, minutes=t.minutes,
+                    save_minutes=t.save_minutes, patience=t.patience,
+                )  # fmt: skip
+                reason = self._train(rules)
+        finally:
+            self.kernels.restore_process_default()
+            self.log.close()
+        path, state = self.checkpoints.path, self.state
+        if reason.startswith("signal") and main:
+            print(f"stopped by {reason[7:]}: checkpoint written to {path}", flush=True)
+        return TrainResult(self.run_dir, self.start_step, state.step, reason, path, state.best_dev_loss)
+
+    def _train(self, rules: StopRules) -> str:
+        """The loop: updates until a stop reason; then the last steps' train row and a checkpoint."""
+        t, state = self.t, self.state
+        while (reason := rules.before_update(state.step, self.stream.epochs_done)) is None:
+            tokens = state.tokens
+            self.kernels.before_update()  # the matrix-product backend probe around the first updates
+            applied = self._update()
+            if applied:
+                self._say_timing()
+            self._say_kernels(applied, state.tokens - tokens)
+            if not applied:
+                continue  # a skipped update: no row, no evaluation, no stop rule asked
+            if state.step % t.log_every == 0:
+                self._log_train()
+            if self.dev is not None and t.eval_every and state.step % t.eval_every == 0:
+                with self.clock.paused():
+                    reason = self._evaluate(rules)
+            reason, save_due = rules.after_update(self.clock, reason)
+            if reason is not None:
+                break
+            if save_due or (t.save_every and state.step % t.save_every == 0):
+                self._save()
+        if state.step > self.log.train_step:  # the steps since the last log_every
+            self._log_train()
+        if self.checkpoints.step != state.step:
+            self._save()
+        return reason
 
     # -- one update -------------------------------------------------------------------------------
     def _update(self) -> bool:
@@ -164,17 +228,6 @@ class Trainer(TrainingLoop):
         self._account(applied, update_loss, local, total)
         return applied
 
-    def _timed_update(self) -> bool:
-        """An update (and the budget clock), with the matrix-product backend probe around it."""
-        tokens = self.state.tokens
-        self.kernels.before_update()
-        applied = super()._timed_update()
-        message = self.kernels.after_update(applied, self.state.tokens - tokens)
-        if message:
-            self.progress.write(message)
-            self.log.log("kernels", self.state.step, {"cpu_matmul": self.kernels.decision})
-        return applied
-
     def _step(self) -> bool:
         """Set Eq. 3's rate, clip, step; False (nothing applied) if the gradient is not finite."""
         lr = learning_rate(self.state.step + 1, self.m, self.t)
@@ -208,7 +261,7 @@ class Trainer(TrainingLoop):
         if self.precision.scaler is not None and finite_loss:
             return  # fp16 overflow: the scaler lowered its scale and skipped the step, as designed
         self.state.nonfinite += 1
-        self.progress.write(
+        self.log.say(
             f"warning: non-finite loss at step {self.state.step + 1}; update skipped "
             f"({self.state.nonfinite} in a row)"
         )
@@ -219,12 +272,25 @@ class Trainer(TrainingLoop):
             )
 
     # -- logging and evaluation -------------------------------------------------------------------
+    def _say_timing(self) -> None:
+        """Once, early in the run: the measured speed and when the budget ends (aiayn.train.eta)."""
+        row = self.clock.eta.after_update(self.state.step, self.state.tokens)
+        if row is not None:
+            self.log.row("eta", self.state.step, row)
+            self.log.say(self.clock.eta.message(row, self.state.step))
+
+    def _say_kernels(self, applied: bool, tokens: int) -> None:
+        """The backend probe's decision, once it is made (aiayn.runtime.kernels)."""
+        message = self.kernels.after_update(applied, tokens)
+        if message:
+            self.log.say(message)
+            self.log.row("kernels", self.state.step, {"cpu_matmul": self.kernels.decision})
+
     def _log_train(self) -> None:
+        """The train row of metrics.jsonl and the bar, for the updates since the last one."""
         loss, nll, tokens = distributed.all_reduce(self._window.double(), self.env).tolist()
-        now = time.monotonic()
-        tokens_per_s = tokens / max(now - self.window_start, 1e-9)
+        tokens_per_s = tokens / max(self.clock.lap(), 1e-9)
         self._window.zero_()
-        self.window_start = now
         step, tokens = self.state.step, max(tokens, 1.0)
         row = {
             "loss": loss / tokens,
@@ -233,10 +299,10 @@ class Trainer(TrainingLoop):
             "lr": learning_rate(step, self.m, self.t),
             "tok_s": tokens_per_s,
             "epoch": self.stream.epoch,
-            "elapsed_s": now - self.started,
+            "elapsed_s": self.clock.elapsed(),
         }
-        self.log.log("train", step, row)
-        self.progress.update(
+        self.log.row("train", step, row)
+        self.log.bar(
             step,
             loss=f"{row['loss']:.3f}",
             ppl=f"{row['ppl']:.1f}",
@@ -244,11 +310,7 @@ class Trainer(TrainingLoop):
             tok_s=f"{tokens_per_s:,.0f}",
         )
 
-    def _evaluation_due(self) -> bool:
-        every = self.t.eval_every
-        return self.dev is not None and bool(every) and self.state.step % every == 0
-
-    def _evaluate(self) -> str | None:
+    def _evaluate(self, rules: StopRules) -> str | None:
         """Dev loss, shuffled-source dev loss, optional BLEU; 'early_stop' when patience runs out."""
         (dev, dev_batches), (shuffled, shuffled_batches) = self.dev
         args = (self.env, self.precision, self.t.label_smoothing, self.m.pad_id, self.m.start_id)
@@ -263,48 +325,8 @@ class Trainer(TrainingLoop):
         if self.t.eval_bleu and self.env.is_main:
             row["dev_bleu"] = dev_bleu(self.model, self.data_dir, self.config.decode, self.env.device)
         distributed.barrier(self.env)
-        self.log.log("dev", self.state.step, row)
-        self.progress.write(f"step {self.state.step}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()))
-        if self.state.best_dev_loss is None or real["loss"] < self.state.best_dev_loss:
-            self.state.best_dev_loss, self.state.bad_evals = real["loss"], 0
-        else:
-            self.state.bad_evals += 1
-        patience = self.t.patience
-        return "early_stop" if patience is not None and self.state.bad_evals >= patience else None
-
-    # -- the loop ---------------------------------------------------------------------------------
-    def _budget_reason(self) -> str | None:
-        if self.t.max_steps is not None and self.state.step >= self.t.max_steps:
-            return "max_steps"
-        if self.t.max_epochs is not None and self.stream.epochs_done >= self.t.max_epochs:
-            return "max_epochs"
-        return None
-
-    def _time_up(self) -> bool:
-        """`minutes`: the budget of this invocation."""
-        minutes = self.t.minutes
-        return minutes is not None and time.monotonic() - self.started >= minutes * 60
-
-    def _checkpoint_due(self) -> bool:
-        return bool(self.t.save_every) and self.state.step % self.t.save_every == 0
-
-    def run(self) -> TrainResult:
-        self._open(self.show_progress, self.t.max_steps, self.t.minutes)
-        self._window = torch.zeros(3, device=self.env.device)  # loss, nll, tokens since the last log
-        self.engine.train()
-        reason = None
-        try:
-            self.kernels.start()
-            with StopSignals() as signals:
-                reason = self._train(signals)
-        finally:
-            self.kernels.restore_process_default()
-            self._close()
-        if reason.startswith("signal") and self.env.is_main:
-            print(f"stopped by {reason[7:]}: checkpoint written to {self.saved_path}", flush=True)
-        return TrainResult(
-            self.run_dir, self.start_step, self.state.step, reason, self.saved_path, self.state.best_dev_loss
-        )
+        self.log.result("dev", self.state.step, row)
+        return rules.early_stop(self.state, real["loss"])
 
 
 def train(

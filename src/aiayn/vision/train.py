@@ -1,9 +1,10 @@
-"""Training the Vision Transformer: a short classification loop on the trainer's skeleton.
+"""Training the Vision Transformer: a short classification loop (`VisionTrainer._train`).
 
-Shared with `aiayn train` (section 5), in `aiayn.train.loop.TrainingLoop`: atomic checkpoints with
-exact resume (weights, optimizer, RNG states, data position), metrics.jsonl + TensorBoard and the
-progress bar, the early timing of the budget, the stop-signal handling; and label-smoothed cross
-entropy (5.4) and, as an option, the learning rate of Eq. 3 (5.3). Specific to images: AdamW with
+Built from the parts `aiayn train` (section 5) uses: atomic checkpoints with exact resume (weights,
+optimizer, RNG states, data position; aiayn.train.checkpointer), the run clock and the early timing
+of the budget (aiayn.train.clock), metrics.jsonl + TensorBoard and the progress bar
+(aiayn.train.metrics), the stop-signal rule (aiayn.train.stop); and label-smoothed cross entropy
+(5.4) and, as an option, the learning rate of Eq. 3 (5.3). Specific to images: AdamW with
 decoupled weight decay, linear warm-up then cosine decay, random-crop / flip augmentation,
 accuracy, a dev evaluation after each epoch.
 
@@ -29,11 +30,14 @@ from aiayn.errors import AiaynError
 from aiayn.runtime.linear import route_linears
 from aiayn.safe_io import atomic_write_text, output_dir
 from aiayn.train import checkpoint
+from aiayn.train.checkpointer import Checkpointer
+from aiayn.train.clock import RunClock
 from aiayn.train.distributed import DistEnv
-from aiayn.train.loop import TrainingLoop
 from aiayn.train.loss import label_smoothed_nll
+from aiayn.train.metrics import RunLog
 from aiayn.train.schedule import noam_lr
 from aiayn.train.signals import StopSignals
+from aiayn.train.stop import StopRules
 from aiayn.vision.data import ImageSplits, ShuffledBatches, augment, to_tensor
 from aiayn.vision.evaluate import evaluate
 from aiayn.vision.io import check_vision_model_out, save_vision_model
@@ -167,7 +171,9 @@ def check_images_fit(splits: ImageSplits, config: VisionConfig) -> None:
         raise ConfigError(f"the labels go up to {top} but the model has n_classes={config.n_classes}")
 
 
-class VisionTrainer(TrainingLoop):
+class VisionTrainer:
+    """Builds the model, optimizer, data and parts for a run directory; `run()` trains."""
+
     def __init__(
         self, run_dir: Path, splits: ImageSplits, model_config: VisionConfig, t: VisionTrainConfig, device
     ):
@@ -184,7 +190,9 @@ class VisionTrainer(TrainingLoop):
         self.steps_per_epoch = math.ceil(len(self.images) / t.batch_size)
         epochs = t.epochs or (None if t.minutes else DEFAULT_EPOCHS)
         self.total_steps = epochs * self.steps_per_epoch if epochs else None  # None: the time decides
-        self._resume()
+        self.checkpoints = Checkpointer(run_dir, self.env, self.model, self.optimizer, t.keep_last)
+        self.state, _ = self.checkpoints.restore()
+        self.start_step = self.state.step
         batches = ShuffledBatches(len(self.images), t.batch_size, t.seed)
         self.stream = BatchStream(batches, self.state.epoch, self.state.index)
         self.window, self.fraction = Window(), 0.0
@@ -198,7 +206,7 @@ class VisionTrainer(TrainingLoop):
             return done
         n_eval = len(self.splits.test[0]) + len(self.splits.valid[0])
         reserve = n_eval * self.window.seconds_per_image / 2
-        return max(done, self._seconds() / max(self.t.minutes * 60 - reserve, 1e-9))
+        return max(done, self.clock.seconds() / max(self.t.minutes * 60 - reserve, 1e-9))
 
     def _lr(self) -> float:
         return vision_lr(self.state.step + 1, self.fraction, self.t, self.model.config.d_model)
@@ -233,15 +241,29 @@ class VisionTrainer(TrainingLoop):
         self.window.add(loss.item(), correct, len(index), time.monotonic() - began)
         return True
 
+    def _save(self) -> None:
+        """A checkpoint (left out of the budget timing)."""
+        with self.clock.paused():
+            self.checkpoints.save(self.state, self.stream.position, self.clock.seconds())
+            self.clock.saved()
+
     # -- logging and evaluation -------------------------------------------------------------------
-    def _adjust_timing(self, row: dict) -> None:
+    def _say_timing(self) -> None:
+        """Once, early in the run: the measured speed and when the budget ends (aiayn.train.eta)."""
+        row = self.clock.eta.after_update(self.state.step, self.state.tokens)
+        if row is not None:
+            self._add_evaluations(row)
+            self.log.row("eta", self.state.step, row)
+            self.log.say(self.clock.eta.message(row, self.state.step))
+
+    def _add_evaluations(self, row: dict) -> None:
         """The rest of the epochs as the clock measured them, plus the evaluations still to come
         (a forward pass costs about a third of an update), within the time budget."""
         epochs_left = self.total_steps / self.steps_per_epoch - self.state.epoch
         eval_images = epochs_left * len(self.splits.valid[0]) + len(self.splits.test[0])
         row["seconds_left"] += eval_images * row["s_per_update"] / self.t.batch_size / 3
         if self.t.minutes is not None:
-            row["seconds_left"] = min(row["seconds_left"], self.t.minutes * 60 - self._seconds())
+            row["seconds_left"] = min(row["seconds_left"], self.t.minutes * 60 - self.clock.seconds())
 
     def _log_train(self) -> None:
         w = self.window
@@ -251,56 +273,78 @@ class VisionTrainer(TrainingLoop):
             "lr": self._lr(),
             "img_s": 1.0 / max(w.seconds_per_image, 1e-9),
             "epoch": self.state.step / self.steps_per_epoch,
-            "elapsed_s": self._seconds(),
+            "elapsed_s": self.clock.seconds(),
         }
         w.loss, w.correct, w.seen = 0.0, 0, 0
-        self.log.log("train", self.state.step, row)
+        self.log.row("train", self.state.step, row)
         shown = {
             "loss": f"{row['loss']:.3f}",
             "acc": f"{row['accuracy']:.3f}",
             "img_s": f"{row['img_s']:.0f}",
         }
-        self.progress.update(self.state.step, **shown)
-
-    def _evaluation_due(self) -> bool:
-        """After each epoch."""
-        return self.stream.end_of_epoch
-
-    def _evaluate(self) -> None:
-        self._evaluate_split("valid")
+        self.log.bar(self.state.step, **shown)
 
     def _evaluate_split(self, split: str) -> dict[str, float]:
         """valid -> a "dev" metrics row; test -> a "test" row. {} for an empty split."""
         images, labels = getattr(self.splits, split)
         if not len(images):
             return {}
-        with self._paused():
+        with self.clock.paused():
             loss, accuracy = evaluate(self.model, images, labels, self.t.eval_batch_size)
         self.model.train()
         row = {f"{split}_loss": loss, f"{split}_accuracy": accuracy}
-        self.log.log("dev" if split == "valid" else split, self.state.step, row)
-        self.progress.write(f"step {self.state.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in row.items()))
+        self.log.result("dev" if split == "valid" else split, self.state.step, row, spec=".4f")
         return row
 
+    # -- the loop ---------------------------------------------------------------------------------
     def run(self, progress: bool = True) -> VisionResult:
-        self._open(progress, self.total_steps, self.t.minutes, rate="img_s", unit="images")
+        """Train until the budget or a signal ends the run; evaluate; write RUN_DIR/model."""
+        t, step = self.t, self.state.step
+        self.clock = RunClock(
+            self.state.seconds, self.start_step, self.total_steps, t.minutes, "img_s", "images"
+        )
+        self.log = RunLog(
+            self.run_dir, True, step, bar=progress, max_steps=self.total_steps, minutes=t.minutes
+        )
         self.model.train()
-        reason, test = None, {}
+        test = {}
         try:
             with StopSignals() as signals:
-                reason = self._train(signals)
+                reason = self._train(StopRules(self.env, signals, save_minutes=t.save_minutes))
                 if reason == "minutes":  # stopped mid-epoch: the final weights' dev figures too
                     self._evaluate_split("valid")
                 if not reason.startswith("signal"):
                     test = self._evaluate_split("test")
         finally:
-            self._close()
+            self.log.close()
         return self._finish(reason, test)
+
+    def _train(self, rules: StopRules) -> str:
+        """The loop: updates until the budget or a signal ends the run; then the last steps' train
+        row and a checkpoint. The time budget is the fraction's (`_budget_reason`), not the rules'."""
+        state = self.state
+        while (reason := self._budget_reason()) is None:
+            self._update()
+            self._say_timing()
+            if state.step % self.t.log_every == 0:
+                self._log_train()
+            if self.stream.end_of_epoch:
+                self._evaluate_split("valid")
+            reason, save_due = rules.after_update(self.clock)
+            if reason is not None:
+                break
+            if save_due:
+                self._save()
+        if state.step > self.log.train_step:  # the steps since the last log_every
+            self._log_train()
+        if self.checkpoints.step != state.step:
+            self._save()
+        return reason
 
     def _finish(self, reason: str, test: dict[str, float]) -> VisionResult:
         """Write RUN_DIR/model (with the test figures in its config.json) and the plots."""
         seconds, epochs, n_params = (
-            self._seconds(),
+            self.clock.seconds(),
             self.state.step / self.steps_per_epoch,
             self.model.num_parameters(),
         )
