@@ -118,3 +118,58 @@ def test_device_cuda_without_a_gpu_for_the_rank_is_a_one_line_error(monkeypatch,
     if gpus:  # no --device on a machine with GPUs: the same, not a GPU shared with rank 1
         with pytest.raises(AiaynError, match=f"needs GPU {local}, {message}$"):
             distributed.setup()
+
+
+LOST = """
+import os, pathlib, sys
+from aiayn.train import distributed
+env = distributed.setup("cpu", timeout_minutes=0.25)
+if env.rank == 1:
+    os._exit(0)  # a peer gone without a word (killed, its machine lost)
+try:
+    distributed.all_ranks(True, env)
+    message = "no error"
+except RuntimeError as err:
+    message = str(distributed.peer_lost(err, env, 0.25))
+pathlib.Path(sys.argv[1], "rank0.txt").write_text(message)
+"""
+
+
+@pytest.mark.slow
+def test_a_peer_that_dies_ends_the_others_with_one_line(tmp_path):
+    (tmp_path / "lost.py").write_text(LOST)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run(
+        [*command, str(tmp_path / "lost.py"), str(tmp_path)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        timeout=120,
+    )
+    message = (tmp_path / "rank0.txt").read_text()
+    assert message.startswith("rank 0 of 2: another rank died or did not answer within 0.25 minutes (")
+    assert "\n" not in message and message.endswith(
+        "start every rank again to resume from the last checkpoint"
+    )
+
+
+def test_the_timeout_reaches_the_process_group_and_must_be_positive(monkeypatch):
+    from datetime import timedelta
+
+    from aiayn.errors import AiaynError
+    from aiayn.train import distributed
+
+    seen = {}
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(distributed.dist, "init_process_group", lambda **kw: seen.update(kw))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    distributed.setup("cpu", timeout_minutes=1.5)
+    assert seen == {"backend": "gloo", "timeout": timedelta(minutes=1.5)}
+    with pytest.raises(AiaynError, match="--dist-timeout must be a positive number"):
+        distributed.setup("cpu", timeout_minutes=0)
+    alone = distributed.DistEnv(0, 1, torch.device("cpu"))
+    assert distributed.peer_lost(RuntimeError("Connection closed by peer"), alone, 5) is None  # one process
+    two = distributed.DistEnv(1, 2, torch.device("cpu"))
+    assert distributed.peer_lost(ValueError("bad shape"), two, 5) is None
+    assert "rank 1 of 2" in str(distributed.peer_lost(RuntimeError("[gloo] Timed out"), two, 5))

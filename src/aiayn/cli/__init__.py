@@ -89,6 +89,13 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--minutes", type=float, help="wall-clock budget of this invocation")
     p.add_argument("--seed", type=int, help="random seed (weights, dropout, batch order)")
     p.add_argument("--init-from", metavar="MODEL_DIR", help="start from this model directory's weights")
+    p.add_argument(
+        "--dist-timeout",
+        type=float,
+        default=5.0,
+        metavar="MINUTES",
+        help="under torchrun: how long a rank waits for the others before it stops with one line (default 5)",
+    )
     add_device_option(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=_run_train)
@@ -117,11 +124,13 @@ def _run_train(args: argparse.Namespace) -> int:
         init_from=args.init_from,
         progress=not args.no_progress,
         device=args.device,
+        dist_timeout=args.dist_timeout,
     )
     if result.stop_reason.startswith("signal:"):
         name = result.stop_reason.split(":", 1)[1]
         return 128 + (signal.Signals[name].value if name in signal.Signals.__members__ else 15)
-    print(f"stopped at step {result.step} ({result.stop_reason}); last checkpoint: {result.checkpoint}")
+    if os.environ.get("RANK", "0") == "0":  # under torchrun, the other ranks say nothing
+        print(f"stopped at step {result.step} ({result.stop_reason}); last checkpoint: {result.checkpoint}")
     return 0
 
 

@@ -2,13 +2,16 @@
 
 Under `torchrun` (RANK / WORLD_SIZE / LOCAL_RANK in the environment) the process group is set
 up with nccl on GPUs and gloo on CPUs; alone, the same calls reduce to no-ops. Only rank 0
-writes files.
+writes files. A collective that waits longer than the timeout (`--dist-timeout`, 5 minutes by
+default; the backends' own is 30) fails, and `peer_lost` turns that failure, or a peer's death,
+into one line naming this rank.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -46,8 +49,14 @@ def own_gpu(local_rank: int) -> torch.device:
     return torch.device("cuda", local_rank)
 
 
-def setup(device: str | None = None) -> DistEnv:
+DEFAULT_TIMEOUT_MINUTES = 5.0
+_LOST = ("gloo", "nccl", "connection", "timed out", "timeout", "broken pipe", "peer")  # lower-cased
+
+
+def setup(device: str | None = None, timeout_minutes: float = DEFAULT_TIMEOUT_MINUTES) -> DistEnv:
     """Read torchrun's environment, start the process group if there is more than one rank."""
+    if not timeout_minutes > 0:
+        raise AiaynError(f"--dist-timeout must be a positive number of minutes, got {timeout_minutes}")
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -57,8 +66,22 @@ def setup(device: str | None = None) -> DistEnv:
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo")
+        backend = "nccl" if dev.type == "cuda" else "gloo"
+        dist.init_process_group(backend=backend, timeout=timedelta(minutes=timeout_minutes))
     return DistEnv(rank=rank, world_size=world_size, device=dev)
+
+
+def peer_lost(err: BaseException, env: DistEnv, timeout_minutes: float) -> AiaynError | None:
+    """The one-line error for a collective that failed because a peer died or hung, else None."""
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    lost = isinstance(err, dist.DistError) or any(word in first.lower() for word in _LOST)
+    if not (env.distributed and isinstance(err, RuntimeError) and lost):
+        return None
+    return AiaynError(
+        f"rank {env.rank} of {env.world_size}: another rank died or did not answer within "
+        f"{timeout_minutes:g} minutes ({first[:200]}); start every rank again to resume from the last "
+        "checkpoint"
+    )
 
 
 def teardown(env: DistEnv) -> None:

@@ -337,9 +337,11 @@ def train(
     init_from: str | Path | None = None,
     progress: bool = True,
     device: str | None = None,
+    dist_timeout: float = distributed.DEFAULT_TIMEOUT_MINUTES,
 ) -> TrainResult:
-    """Train (or resume, if `run_dir` has checkpoints) a model on a prepared data directory."""
-    env = distributed.setup(device)
+    """Train (or resume, if `run_dir` has checkpoints) a model on a prepared data directory;
+    `dist_timeout`: minutes a collective waits for the other ranks."""
+    env = distributed.setup(device, dist_timeout)
     try:
         data_dir, run_dir = Path(data_dir), Path(run_dir)
         config = resolve_config(data_dir, run_config)
@@ -352,5 +354,10 @@ def train(
             write_run_files(run_dir, data_dir, config, env.world_size, init_from, resuming)
         distributed.barrier(env)
         return Trainer(data_dir, run_dir, config, env, init_from, progress).run()
+    except RuntimeError as err:
+        lost = distributed.peer_lost(err, env, dist_timeout)
+        if lost is None:
+            raise
+        raise lost from None
     finally:
         distributed.teardown(env)
