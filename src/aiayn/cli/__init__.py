@@ -215,7 +215,9 @@ def _controls(args: argparse.Namespace) -> dict:
 
 def _run_translate(args: argparse.Namespace) -> None:
 
+    from aiayn.decode.bundle import load_bundle
     from aiayn.decode.stream import read_document, translate_stream
+    from aiayn.decode.texts import translate_document
     from aiayn.decode.translator import Translator
     from aiayn.safe_io import atomic_path, input_file, output_file
 
@@ -231,7 +233,7 @@ def _run_translate(args: argparse.Namespace) -> None:
     controls = _controls(args)
     check_line_counts(args, controls)
     dirs = args.model_dirs[0] if len(args.model_dirs) == 1 else args.model_dirs
-    translator = Translator.load(dirs, args.device, int8=args.int8, draft=args.draft)
+    translator = Translator(load_bundle(dirs, args.device, int8=args.int8, draft=args.draft))
     with contextlib.ExitStack() as stack:
         lines = stack.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         name = args.input or "<stdin>"
@@ -242,7 +244,7 @@ def _run_translate(args: argparse.Namespace) -> None:
                 open(stack.enter_context(atomic_path(args.output)), "w", encoding="utf-8")
             )
         if document is not None:
-            out.write(translator.translate_document(document, options, **controls))
+            out.write(translate_document(translator, document, options, **controls))
         else:
             translate_stream(translator, lines, out, sys.stderr, name, options=options, **controls)
     draft_summary(translator, options)
