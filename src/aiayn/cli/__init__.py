@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 
 from aiayn.apps.quickstart import QUICKSTART_CORPUS, QUICKSTART_OUT, QUICKSTART_STEPS
-from aiayn.cli import parse as parse_cli
+from aiayn.cli import constituency
 from aiayn.cli import prepare as prepare_cli
 from aiayn.cli.decoding import add_draft_options, add_search_options, decode_config, draft_summary
 from aiayn.cli.options import (
@@ -279,7 +279,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, help="only the first N sentences")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_search_options(p)
-    parse_cli.add_evaluate_options(p)
+    constituency.add_evaluate_options(p)
     p.set_defaults(handler=_run_evaluate)
 
 
@@ -287,8 +287,8 @@ def _run_evaluate(args: argparse.Namespace) -> None:
     from aiayn.cli.options import evaluate_on_split
     from aiayn.evaluate import evaluate_files, evaluate_model, write_scores
 
-    if parse_cli.wants_parseval(args):
-        return parse_cli.run_evaluate(args)
+    if constituency.wants_parseval(args):
+        return constituency.run_evaluate(args)
     if args.hyp or args.ref:
         if not (args.hyp and args.ref) or args.model_dir or args.data_dir:
             raise AiaynError("give either MODEL_DIR DATA_DIR, or --hyp F --ref F")
@@ -327,7 +327,7 @@ COMMANDS.append(_add_plot)
 
 
 def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
-    from aiayn.cli import backtranslate, doctor, interop, serve, speed, variations, vision
+    from aiayn.cli import backtranslate, distill, doctor, interop, serve, shortlist, variations, vision
 
     return [
         serve.add_serve,
@@ -337,8 +337,8 @@ def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
         *interop.COMMANDS,
         doctor.add_doctor,
         variations.add_variations,
-        speed.add_shortlist,
-        speed.add_distill,
+        shortlist.add_shortlist,
+        distill.add_distill,
         backtranslate.add_backtranslate,
     ]
 
