@@ -30,6 +30,7 @@ RENAMED = {
     "aiayn.variations.run": "aiayn.apps.variations.run",
     "aiayn.variations.table": "aiayn.apps.variations.table",
     "aiayn.cli.parse": "aiayn.cli.constituency",
+    "aiayn.decode.row_decoder": "aiayn.decode.ragged",
 }
 
 
