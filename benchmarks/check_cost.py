@@ -22,7 +22,7 @@ import time
 import torch
 
 import decode  # benchmarks/, the script's own directory
-from aiayn.decode.row_decoder import RowDecoder
+from aiayn.decode.ragged import RaggedDecoder
 from aiayn.runtime.linear import pack_for_inference, row_invariant
 from aiayn.runtime.native_step import attach_native_decoder
 
@@ -41,7 +41,7 @@ def teacher(size: str):
 def timer(model, src: torch.Tensor, prefix: int, m: int, calls: int):
     """A function timing `calls` passes of m positions after `prefix` held ones (m = 1: a greedy step's
     work, through the same call)."""
-    decoder = RowDecoder(model, src, prefix + m + 1)
+    decoder = RaggedDecoder(model, src, prefix + m + 1)
     decoder.keep(torch.tensor([prefix]))
     tokens = torch.randint(4, model.config.vocab_size - 1, (1, m))
 

@@ -11,6 +11,7 @@ import json
 import os
 import re
 from functools import cache
+from types import SimpleNamespace
 from typing import Any
 
 from mkdocs.structure.files import File
@@ -34,7 +35,7 @@ class _Translator:
 
         self.config = ModelConfig.preset("tiny", vocab_size=8000)
         self.info = {"src_lang": "es", "tgt_lang": "en"}
-        self.model = _Model()
+        self.bundle = SimpleNamespace(model=_Model(), int8=False)
 
 
 @cache

@@ -31,6 +31,16 @@ def test_a_name_used_by_the_readme_still_works_from_its_old_module():
     assert route_linears is linear.route_linears and PackedLinear is linear.PackedLinear
 
 
+def test_a_renamed_class_is_found_by_its_old_name_with_a_warning():
+    from aiayn.decode import ragged
+
+    new = "aiayn.decode.ragged.RaggedDecoder"
+    with pytest.warns(DeprecationWarning, match=f"RowDecoder is deprecated: it is {new}"):
+        assert ragged.RowDecoder is ragged.RaggedDecoder
+    with pytest.raises(AttributeError):
+        _ = ragged.NoSuchClass
+
+
 def test_a_name_that_never_existed_is_still_not_found():
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("aiayn.model.no_such_module")

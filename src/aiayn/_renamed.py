@@ -29,6 +29,8 @@ RENAMED = {
     "aiayn.variations.rows": "aiayn.apps.variations.rows",
     "aiayn.variations.run": "aiayn.apps.variations.run",
     "aiayn.variations.table": "aiayn.apps.variations.table",
+    "aiayn.cli.parse": "aiayn.cli.constituency",
+    "aiayn.decode.row_decoder": "aiayn.decode.ragged",
 }
 
 

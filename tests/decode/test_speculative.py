@@ -11,9 +11,9 @@ import torch
 
 from aiayn.apps.shortlist import build_shortlist
 from aiayn.config import DecodeConfig
-from aiayn.decode import row_decoder
+from aiayn.decode import ragged
 from aiayn.decode import speculative as speculative_module
-from aiayn.decode.row_decoder import RowDecoder
+from aiayn.decode.ragged import RaggedDecoder
 from aiayn.decode.speculative import Draft, check_same_vocabulary
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
@@ -127,7 +127,7 @@ def test_rows_of_their_own_lengths_decode_as_the_teacher_forced_pass(toy_model_d
     with torch.inference_mode():
         memory, mask = model.encode(src)
         reference = model.logits(model.decode(tgt, memory, mask))  # (3, 9, vocab)
-        rows = RowDecoder(model, src, 12)
+        rows = RaggedDecoder(model, src, 12)
         got = torch.zeros_like(reference)
         done = torch.zeros(3, dtype=torch.long)
         for sizes in ([1, 2, 3], [3, 1, 1], [2, 3, 2], [3, 3, 3]):
@@ -235,7 +235,7 @@ def test_a_draft_with_a_shortlist_proposes_within_it(
     spec = Translator.load(toy_model_dir, device="cpu", draft=draft)
     assert spec.draft.shortlist is not None
     if native_decoder(spec.draft.model) is not None:  # the shortlisted native call, never the full one
-        monkeypatch.setattr(row_decoder, "propose_tokens", lambda *a: pytest.fail("not shortlisted"))
+        monkeypatch.setattr(ragged, "propose_tokens", lambda *a: pytest.fail("not shortlisted"))
     expected = [t.tokens for t in _greedy(translator, TEXTS)]
     for k in (1, 3):
         spec.draft.stats.__init__()

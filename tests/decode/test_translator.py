@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import pytest
 import torch
 
 from aiayn.config import ModelConfig
 from aiayn.decode.stepper import source_limit
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translation, Translator, token_batches
 from aiayn.errors import AiaynError
 from toy_translation import toy_pairs
@@ -115,19 +117,17 @@ def test_a_sentence_far_longer_than_the_training_ones_is_split_with_a_warning(tr
     longest_source) translates a text over twice that in sentences, as an over-long text."""
     text = "el perro come. el gato bebe agua."
     n = len(translator.encode([text])[0])
-    trained = Translator(
-        translator.model, translator.tokenizer, {**translator.info, "longest_source": n // 2 - 1}
-    )
+    trained = Translator(replace(translator.bundle, info={**translator.info, "longest_source": n // 2 - 1}))
     limit = 2 * (n // 2 - 1)
     with pytest.warns(
         UserWarning, match=rf"text 1 has {n} tokens, over the limit of {limit}: translated in 2 parts"
     ):
-        (out,) = trained.translate([text], beam_size=2)
-    assert out == " ".join(translator.translate(["el perro come.", "el gato bebe agua."], beam_size=2))
-    roomy = Translator(translator.model, translator.tokenizer, {**translator.info, "longest_source": n})
+        (out,) = translate_texts(trained, [text], beam_size=2)
+    assert out == " ".join(translate_texts(translator, ["el perro come.", "el gato bebe agua."], beam_size=2))
+    roomy = Translator(replace(translator.bundle, info={**translator.info, "longest_source": n}))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no split, no warning: within reach of what it was trained on
-        assert roomy.translate([text], beam_size=2) == translator.translate([text], beam_size=2)
+        assert translate_texts(roomy, [text], beam_size=2) == translate_texts(translator, [text], beam_size=2)
 
 
 @pytest.mark.parametrize(

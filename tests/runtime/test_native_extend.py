@@ -14,7 +14,7 @@ import pytest
 import torch
 from test_native_step import VARIANTS, model_of, sources
 
-from aiayn.decode.row_decoder import RowDecoder
+from aiayn.decode.ragged import RaggedDecoder
 from aiayn.runtime import native_build
 from aiayn.runtime.linear import pack_for_inference
 from aiayn.runtime.native_step import attach_native_decoder, decode_step, native_decoder
@@ -26,10 +26,10 @@ pytestmark = pytest.mark.skipif(
 
 
 def chunked(model, src, tgt, sizes) -> torch.Tensor:
-    """Logits of tgt (rows, T) fed through a RowDecoder in chunks: sizes[i] (rows,) new positions per
+    """Logits of tgt (rows, T) fed through a RaggedDecoder in chunks: sizes[i] (rows,) new positions per
     row at pass i, rows of their own lengths -> (rows, T, vocab), each row's positions in order."""
     rows, total = tgt.shape
-    decoder = RowDecoder(model, src, total + max(map(max, sizes)))
+    decoder = RaggedDecoder(model, src, total + max(map(max, sizes)))
     got = torch.zeros(rows, total, model.config.vocab_size)
     done = torch.zeros(rows, dtype=torch.long)
     for size in sizes:

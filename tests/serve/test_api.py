@@ -158,18 +158,18 @@ def test_too_long_text_is_413(client):
 
 
 class GatedTranslator:
-    """Wraps a Translator; translate() waits until `gate` is set (a model call in progress)."""
+    """Wraps a Translator; translate_batch() waits until `gate` is set (a model call in progress)."""
 
     def __init__(self, translator: Translator):
         self.inner, self.gate, self.entered = translator, threading.Event(), threading.Event()
-        self.config, self.info, self.model = translator.config, translator.info, translator.model
+        self.config, self.info, self.bundle = translator.config, translator.info, translator.bundle
         self.batches: list[list[str]] = []
 
-    def translate(self, texts, options, **kwargs):
+    def translate_batch(self, texts, options, **kwargs):
         self.batches.append(list(texts))
         self.entered.set()
         self.gate.wait(timeout=30)
-        return self.inner.translate(texts, options, **kwargs)
+        return self.inner.translate_batch(texts, options, **kwargs)
 
     def attention_maps(self, src_ids, tokens):
         return self.inner.attention_maps(src_ids, tokens)

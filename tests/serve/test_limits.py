@@ -25,20 +25,20 @@ def _post(client, body):
 
 
 class Waiting:
-    """Wraps a Translator: translate() waits until `gate` is set or (if it listens) `should_stop()`."""
+    """Wraps a Translator: translate_batch() waits until `gate` is set or (if it listens) `should_stop()`."""
 
     def __init__(self, translator: Translator, listens: bool = True):
         self.inner, self.listens = translator, listens
-        self.config, self.info, self.model = translator.config, translator.info, translator.model
+        self.config, self.info, self.bundle = translator.config, translator.info, translator.bundle
         self.gate, self.entered, self.stopped = threading.Event(), threading.Event(), threading.Event()
 
-    def translate(self, texts, options, should_stop, **kwargs):
+    def translate_batch(self, texts, options, should_stop, **kwargs):
         self.entered.set()
         while not self.gate.wait(timeout=0.005):
             if self.listens and should_stop():
                 self.stopped.set()
                 raise SearchStopped("stopped")
-        return self.inner.translate(texts, options, should_stop=should_stop, **kwargs)
+        return self.inner.translate_batch(texts, options, should_stop=should_stop, **kwargs)
 
     def attention_maps(self, src_ids, tokens):
         return self.inner.attention_maps(src_ids, tokens)

@@ -90,6 +90,8 @@ def backtranslate(
 ) -> Path:
     """Translate `text` (monolingual, the forward target's language) with the reverse `model` into
     OUT/bt.SRC + OUT/bt.TGT; -> OUT. A finished OUT of the same inputs is reused."""
+    from aiayn.decode.bundle import load_bundle
+    from aiayn.decode.texts import translate_texts
     from aiayn.decode.translator import Translator
 
     model, text, out = Path(model), Path(text), output_dir(out, "--out")
@@ -106,15 +108,19 @@ def backtranslate(
     if not lines:
         raise AiaynError(f"{text}: no non-empty lines to back-translate")
     parts = output_dir(out / "parts", "--out")
-    translator = Translator.load(model, device)
+    translator = Translator(load_bundle(model, device))
     starts = range(0, len(lines), chunk)
     with tqdm(total=len(lines), desc="back-translating", unit="line", disable=not progress) as bar:
         for i, start in enumerate(starts):
             path = parts / f"part-{i:05d}.{src_lang}"
             batch = lines[start : start + chunk]
             if not path.is_file():
-                found = translator.translate(
-                    batch, how.decode, sample=how.sample, keys=list(range(start, start + len(batch)))
+                found = translate_texts(
+                    translator,
+                    batch,
+                    how.decode,
+                    sample=how.sample,
+                    keys=list(range(start, start + len(batch))),
                 )
                 prefix = TAG + " " if how.tag else ""
                 with atomic_path(path) as tmp:

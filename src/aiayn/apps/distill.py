@@ -207,6 +207,7 @@ def distill_data(
 ) -> Path:
     """Translate DATA's training sources with the teacher(s) (an ensemble when several) and write
     OUT/data; a finished OUT/data is reused, an interrupted one goes on from its last chunk."""
+    from aiayn.decode.bundle import load_bundle
     from aiayn.decode.translator import Translator
 
     options, data = options or DecodeConfig(), DataDir(data_dir)
@@ -228,7 +229,8 @@ def distill_data(
         return out / "data"
     parts = out / PARTS
     _check_parts(parts, description)
-    translator = Translator.load(list(teachers) if len(teachers) > 1 else teachers[0], device, int8=int8)
+    teacher = list(teachers) if len(teachers) > 1 else teachers[0]
+    translator = Translator(load_bundle(teacher, device, int8=int8))
     sources = _sources(data)
     outputs = translate_chunks(translator, sources, parts, options, chunk, progress)
     _write_data(data, out / "data", sources, outputs, description)

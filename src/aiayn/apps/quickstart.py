@@ -104,9 +104,10 @@ def _samples(data: DataDir, hyp_path: Path, count: int) -> list[tuple[str, str, 
 def _pictures(model_dir: Path, out: Path, sentence: str) -> list[Path]:
     """The cross-attention heatmap of one sentence, and the training curves."""
     from aiayn.apps.viz import plot_training_curves, save_attention_png
+    from aiayn.decode.bundle import load_bundle
     from aiayn.decode.translator import Translator
 
-    attn = Translator.load(model_dir).attention(sentence)
+    attn = Translator(load_bundle(model_dir)).attention(sentence)
     pictures = [save_attention_png(attn, out / "attention.png", kind="cross")]
     if not (out / "metrics.jsonl").is_file():
         _say("   no training curves: the run stopped before its first log interval")

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 
 from aiayn.apps.quickstart import QUICKSTART_CORPUS, QUICKSTART_OUT, QUICKSTART_STEPS
-from aiayn.cli import parse as parse_cli
+from aiayn.cli import constituency
 from aiayn.cli import prepare as prepare_cli
 from aiayn.cli.decoding import add_draft_options, add_search_options, decode_config, draft_summary
 from aiayn.cli.options import (
@@ -224,7 +224,9 @@ def _controls(args: argparse.Namespace) -> dict:
 
 def _run_translate(args: argparse.Namespace) -> None:
 
+    from aiayn.decode.bundle import load_bundle
     from aiayn.decode.stream import read_document, translate_stream
+    from aiayn.decode.texts import translate_document
     from aiayn.decode.translator import Translator
     from aiayn.safe_io import atomic_path, input_file, output_file
 
@@ -240,7 +242,7 @@ def _run_translate(args: argparse.Namespace) -> None:
     controls = _controls(args)
     check_line_counts(args, controls)
     dirs = args.model_dirs[0] if len(args.model_dirs) == 1 else args.model_dirs
-    translator = Translator.load(dirs, args.device, int8=args.int8, draft=args.draft)
+    translator = Translator(load_bundle(dirs, args.device, int8=args.int8, draft=args.draft))
     with contextlib.ExitStack() as stack:
         lines = stack.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         name = args.input or "<stdin>"
@@ -251,7 +253,7 @@ def _run_translate(args: argparse.Namespace) -> None:
                 open(stack.enter_context(atomic_path(args.output)), "w", encoding="utf-8")
             )
         if document is not None:
-            out.write(translator.translate_document(document, options, **controls))
+            out.write(translate_document(translator, document, options, **controls))
         else:
             translate_stream(translator, lines, out, sys.stderr, name, options=options, **controls)
     draft_summary(translator, options)
@@ -286,7 +288,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, help="only the first N sentences")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_search_options(p)
-    parse_cli.add_evaluate_options(p)
+    constituency.add_evaluate_options(p)
     p.set_defaults(handler=_run_evaluate)
 
 
@@ -294,8 +296,8 @@ def _run_evaluate(args: argparse.Namespace) -> None:
     from aiayn.cli.options import evaluate_on_split
     from aiayn.evaluate import evaluate_files, evaluate_model, write_scores
 
-    if parse_cli.wants_parseval(args):
-        return parse_cli.run_evaluate(args)
+    if constituency.wants_parseval(args):
+        return constituency.run_evaluate(args)
     if args.hyp or args.ref:
         if not (args.hyp and args.ref) or args.model_dir or args.data_dir:
             raise AiaynError("give either MODEL_DIR DATA_DIR, or --hyp F --ref F")
@@ -334,7 +336,7 @@ COMMANDS.append(_add_plot)
 
 
 def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
-    from aiayn.cli import backtranslate, doctor, interop, serve, speed, variations, vision
+    from aiayn.cli import backtranslate, distill, doctor, interop, serve, shortlist, variations, vision
 
     return [
         serve.add_serve,
@@ -344,8 +346,8 @@ def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
         *interop.COMMANDS,
         doctor.add_doctor,
         variations.add_variations,
-        speed.add_shortlist,
-        speed.add_distill,
+        shortlist.add_shortlist,
+        distill.add_distill,
         backtranslate.add_backtranslate,
     ]
 

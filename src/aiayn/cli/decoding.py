@@ -114,5 +114,5 @@ def decode_config(
 
 def draft_summary(translator, options: DecodeConfig) -> None:
     """With a draft model, how often the model accepted its proposals (on stderr)."""
-    if translator.draft is not None:
-        print(translator.draft.stats.summary(options.draft_tokens), file=sys.stderr)
+    if translator.bundle.draft is not None:
+        print(translator.bundle.draft.stats.summary(options.draft_tokens), file=sys.stderr)

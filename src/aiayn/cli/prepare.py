@@ -1,11 +1,11 @@
-"""`aiayn prepare`: a built-in corpus or the user's parallel text (or trees: aiayn.cli.parse) into a data
-directory, through the typed `aiayn.data.prepare.prepare`."""
+"""`aiayn prepare`: a built-in corpus or the user's parallel text (or trees: aiayn.cli.constituency)
+into a data directory, through the typed `aiayn.data.prepare.prepare`."""
 
 from __future__ import annotations
 
 import argparse
 
-from aiayn.cli import parse as parse_cli
+from aiayn.cli import constituency
 from aiayn.cli.options import counting_number
 from aiayn.data.cleaning import Cleaning
 from aiayn.data.recipe import Recipe, load_recipe
@@ -34,7 +34,7 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
         metavar="F.yaml",
         help="several corpora with a weight each, and the cleaning rules (docs: Data recipes)",
     )
-    parse_cli.add_tree_sources(source, p)
+    constituency.add_tree_sources(source, p)
     p.add_argument("--tgt", metavar="F", help="target sentences, aligned line by line with --src")
     p.add_argument("--out", required=True, metavar="DATA_DIR", help="the data directory to write")
     for split in ("valid", "test"):
@@ -100,8 +100,8 @@ def run_prepare(args: argparse.Namespace) -> None:
     from aiayn.data.datadir import DataDir
     from aiayn.data.prepare import prepare
 
-    if parse_cli.wants_trees(args):
-        return parse_cli.run_prepare(args)
+    if constituency.wants_trees(args):
+        return constituency.run_prepare(args)
     out = prepare(
         args.out,
         _corpus(args),

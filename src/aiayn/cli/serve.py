@@ -112,12 +112,13 @@ def add_attention(sub: argparse._SubParsersAction) -> None:
 
 def _run_attention(args: argparse.Namespace) -> None:
     from aiayn.apps.viz import png_path, save_attention_png
+    from aiayn.decode.bundle import load_bundle
     from aiayn.decode.translator import Translator
 
     png_path(args.out)  # before the model loads: a bad --out fails fast
     if not args.text.strip():
         raise AiaynError("TEXT is empty: give the sentence to translate")
-    translator = Translator.load(args.model_dir, args.device)
+    translator = Translator(load_bundle(args.model_dir, args.device))
     attn = translator.attention(args.text, beam_size=args.beam, alpha=args.alpha)
     out = save_attention_png(attn, args.out, args.kind, args.layer, args.head)
     print(attn["translation"])

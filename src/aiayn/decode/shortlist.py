@@ -199,21 +199,26 @@ def forced_ids(prefixes: Sequence[Sequence[int]] | None, constraints) -> list[in
 
 
 def chosen_shortlist(translator, options) -> Shortlist | None:
-    """The shortlist a Translator decodes with: its model's, when `options.shortlist` asks for it or
-    the translator always uses it (`use_shortlist`); None: the whole vocabulary. A one-line
-    AiaynError when it is asked for and the model has none."""
-    if not (translator.use_shortlist or options.shortlist):
-        return None
-    if translator.shortlist is None:
-        raise AiaynError("the model " + NO_SHORTLIST.format(file=SHORTLIST_FILE))
-    return translator.shortlist
+    """Deprecated: `ModelBundle.chosen_shortlist(options)` (aiayn.decode.bundle)."""
+    warnings.warn(
+        "chosen_shortlist(translator, options) is deprecated: use bundle.chosen_shortlist(options)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(translator, "bundle", translator).chosen_shortlist(options)
 
 
 def require_shortlist(translator) -> None:
-    """Make `translator` decode every batch with its model's shortlist (`aiayn serve --shortlist`);
-    a one-line AiaynError when the model has none."""
-    translator.use_shortlist = True
-    chosen_shortlist(translator, None)
+    """Deprecated: `load_bundle(..., shortlist=True)` (aiayn.decode.bundle). Makes `translator`
+    decode every batch with its model's shortlist; a one-line AiaynError when the model has none."""
+    warnings.warn(
+        "require_shortlist(translator) is deprecated: use load_bundle(model_dir, shortlist=True)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    bundle = translator.bundle
+    bundle.always_shortlist = True
+    bundle.chosen_shortlist(None)
 
 
 def write_vmap(shortlist: Shortlist, tokenizer, path: str | Path, banned: Sequence[int] = ()) -> Path:

@@ -27,7 +27,7 @@ or in Python (rows of different lengths attend with a mask): there logits can di
 bits, which can only change a choice where two tokens tie to float32 rounding.
 
 Rows accept different numbers of tokens: every row keeps its own length in both models' caches
-(aiayn.decode.row_decoder): a rejected proposal's keys are not rolled back by copying, the row's
+(aiayn.decode.ragged): a rejected proposal's keys are not rolled back by copying, the row's
 length is just set back, and the next pass overwrites them. The draft's cache holds the proposals
 it fed itself; when all k are accepted, the k-th and the teacher's bonus token are both new to
 it, and its next pass feeds the two at once. With learned positions (3.5's alternative, a table of
@@ -55,7 +55,7 @@ import torch
 from torch import Tensor
 
 from aiayn.decode.common import Hypothesis, SearchRules
-from aiayn.decode.row_decoder import RowDecoder
+from aiayn.decode.ragged import RaggedDecoder
 from aiayn.decode.shortlist import Shortlist, read_shortlist
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_model_dir
@@ -203,7 +203,7 @@ def _positions(model: Transformer) -> float:
     return model.config.max_positions if model.config.positions == "learned" else math.inf
 
 
-def _propose(draft: RowDecoder, live: _Live, k: int, banned: Tensor) -> Tensor:
+def _propose(draft: RaggedDecoder, live: _Live, k: int, banned: Tensor) -> Tensor:
     """k tokens per row, each the draft's most probable after the ones before -> (rows, k); for k = 0
     (rows, 0), the draft not run."""
     if k == 0:
@@ -215,7 +215,7 @@ def _propose(draft: RowDecoder, live: _Live, k: int, banned: Tensor) -> Tensor:
 
 
 def _check(
-    teacher: RowDecoder, live: _Live, proposals: Tensor, rules: SearchRules
+    teacher: RaggedDecoder, live: _Live, proposals: Tensor, rules: SearchRules
 ) -> tuple[list[list[int]], list[list[float]]]:
     """The teacher's pass over each row's newest token and the proposals (rows, k) -> its most
     probable token after each and that token's log P (rows x (k + 1) lists), under the rules of
@@ -244,8 +244,8 @@ def speculative_search(
     as greedy search scores it; `draft.stats` counts the proposals."""
     n = src.size(0)
     big, small = (
-        RowDecoder(teacher, src, int(max_lens.max()) + k + 2),
-        RowDecoder(draft.model, src, int(max_lens.max()) + k + 2, draft.shortlist),
+        RaggedDecoder(teacher, src, int(max_lens.max()) + k + 2),
+        RaggedDecoder(draft.model, src, int(max_lens.max()) + k + 2, draft.shortlist),
     )
     start, limit = rules.start_id, min(_positions(teacher), _positions(draft.model))
     live = _Live(
@@ -276,8 +276,8 @@ def speculative_search(
 
 
 def _accept(
-    big: RowDecoder, small: RowDecoder, live: _Live, proposals: list[list[int]], chosen: list[list[int]],
-    best: list[list[float]], eos_id: int, stats: DraftStats,
+    big: RaggedDecoder, small: RaggedDecoder, live: _Live, proposals: list[list[int]],
+    chosen: list[list[int]], best: list[list[float]], eos_id: int, stats: DraftStats,
 ) -> list[bool]:  # fmt: skip
     """Each row takes the proposals the teacher agrees with and the teacher's next token (up to its
     first EOS); both caches keep what they read of them. Returns which rows ended."""

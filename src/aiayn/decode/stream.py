@@ -135,7 +135,7 @@ def translate_stream(
 ) -> int:
     """Translate every line of `lines` (bytes) to `out`, flushing after each chunk; returns the count.
 
-    `options`: the search (default: the paper's); `controls` are `Translator.translate`'s other
+    `options`: the search (default: the paper's); `controls` are `Translator.translate_batch`'s other
     keywords (sample, align, prefix, constraints, ...), where `prefix` and `constraints` hold one
     entry per input line. Over-long lines are translated sentence by sentence with a warning on
     `warn` that names the line.
@@ -149,9 +149,7 @@ def translate_stream(
             "prefix": _per_line(prefix, done, len(chunk), "the prefix file", name),
             "constraints": _per_line(constraints, done, len(chunk), "the constraints file", name),
         }
-        results = translator.translate(
-            chunk, options, return_scores=True, on_split=on_split, **controls, **per_line
-        )
+        results = translator.translate_batch(chunk, options, on_split=on_split, **controls, **per_line)
         if options.n_best > 1:
             out.write(format_nbest(done + 1, results))
         else:

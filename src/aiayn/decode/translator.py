@@ -1,23 +1,22 @@
-"""Translator: text in, text out with the beam search of section 6.1.
+"""Translator: texts in, `Translation`s out, with the beam search of section 6.1, on a ModelBundle.
 
-    translator = Translator.load("runs/quickstart/model")
-    translator = Translator.load("runs/quickstart/model", int8=True)   # int8 linear layers, CPU
-    translator.translate(["En el principio era el Verbo."])           # ['In the beginning ...']
-    translator.translate(texts, beam_size=4, n_best=4)                 # [[Translation, ...], ...]
-    translator.translate(texts, DecodeConfig(beam_size=8, shortlist=True))  # as one object; shortlist
+    translator = Translator(load_bundle("runs/quickstart/model"))      # or Translator.load(...)
+    translator.translate_batch(["En el principio era el Verbo."])      # [[Translation('In the ...')]]
+    translator.translate_batch(texts, beam_size=4, n_best=4)           # up to 4 per text, best first
+    translator.translate_batch(texts, DecodeConfig(beam_size=8, shortlist=True))  # as one object
 
-    translator.translate(texts, prefix=["In the"], constraints=[["Word"]])   # steer the search
-    translator.translate(texts, sample=SamplingConfig(top_p=0.9, seed=1))      # sample instead
-    translator.translate(texts, align=True, return_scores=True)  # Translation.alignment: (i, j) pairs
-    Translator.load(["run_a/model", "run_b/model"])                    # an ensemble
-    Translator.load("runs/quickstart/model", draft="runs/student/model")  # speculative greedy search
-    translator.translate_document(text)                                # paragraphs and sentences
+    translator.translate_batch(texts, prefix=["In the"], constraints=[["Word"]])   # steer the search
+    translator.translate_batch(texts, sample=SamplingConfig(top_p=0.9, seed=1))     # sample instead
+    translator.translate_batch(texts, align=True)     # Translation.alignment: (i, j) pairs
+    translate_texts(translator, texts)                # ['In the beginning ...'] (aiayn.decode.texts)
+    translate_document(translator, text)              # paragraphs and sentences (aiayn.decode.texts)
 
-Sources are cut into pieces and closed with EOS (as in training), sorted by length into batches
-of at most `batch_tokens` source tokens (padding counted) and translated together; results come
-back in input order. An empty text translates to an empty text without running the model; a text
-longer than the model's source limit is split into sentences (and a sentence still too long into
-pieces of the limit), translated in parts and joined, with a warning: no text is dropped.
+Loading (models, ensembles, int8, a draft model, a shortlist) is aiayn.decode.bundle's; this module
+runs texts. Sources are cut into pieces and closed with EOS (as in training), sorted by length into
+batches of at most `batch_tokens` source tokens (padding counted) and translated together; results
+come back in input order. An empty text translates to an empty text without running the model; a
+text longer than the model's source limit is split into sentences (and a sentence still too long
+into pieces of the limit), translated in parts and joined, with a warning: no text is dropped.
 """
 
 from __future__ import annotations
@@ -34,22 +33,14 @@ from torch import Tensor
 
 from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.decode import align as alignment
-from aiayn.decode.document import join_document, split_document
-from aiayn.decode.ensemble import check_shared_vocabulary
+from aiayn.decode.bundle import ModelBundle, load_bundle
 from aiayn.decode.inputs import Encoded, SplitHook, source_units, target_constraints, target_prefixes
 from aiayn.decode.search import Hypothesis, StopHook
-from aiayn.decode.shortlist import Shortlist, chosen_shortlist, read_shortlist
-from aiayn.decode.speculative import Draft
 from aiayn.decode.stepper import Controls, decode_batch, source_limit, target_limit
 from aiayn.errors import AiaynError, TextError
-from aiayn.model.io import load_model_dir
 from aiayn.model.transformer import Transformer
-from aiayn.runtime.inference import prepare_for_inference
-from aiayn.runtime.quantize import check_int8_device, is_int8
-from aiayn.tokenizers import load_tokenizer
 
 ProgressHook = Callable[[int], None]  # called with the number of sentences just translated
-_UNREAD: Any = object()  # a Translator's shortlist before it is first asked for
 
 
 @dataclass
@@ -89,75 +80,68 @@ def token_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
     return batches
 
 
-class Translator:
-    """A model (or an ensemble) with its tokenizer. `.model` (Transformer, eval mode; an ensemble's
-    first), `.models`, `.tokenizer`, `.config`, `.info`, `.draft` (aiayn.decode.speculative)."""
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"{old} is deprecated: use {new}", DeprecationWarning, stacklevel=3)
 
-    def __init__(self, model: Transformer, tokenizer: Any, info: dict | None = None, others=None, draft=None):
-        self.model, self.tokenizer, self.info, self.draft = model, tokenizer, info or {}, draft
-        self.models, self.config = [model, *(others or [])], model.config
-        self.model_dir: Path | None = None  # where `shortlist` is read from (`load` sets it)
-        self._shortlist, self.use_shortlist = _UNREAD, False  # aiayn.decode.shortlist; True: always used
+
+def _forwarded(name: str, attribute: str | None = None) -> property:
+    """A deprecated Translator attribute that is the bundle's `attribute` (default: `name`) now."""
+    attribute = attribute or name
+    new = f"translator.bundle.{attribute}"
+
+    def get(self: Translator) -> Any:
+        _deprecated(f"Translator.{name}", new)
+        return getattr(self.bundle, attribute)
+
+    def set_(self: Translator, value: Any) -> None:
+        _deprecated(f"Translator.{name}", new)
+        setattr(self.bundle, attribute, value)
+
+    return property(get, set_, doc=f"Deprecated: `{new}`.")
+
+
+class Translator:
+    """Runs texts through a ModelBundle (aiayn.decode.bundle): `.bundle`, and the bundle's
+    `.tokenizer`, `.config` and `.info`, which the text pipeline reads.
+
+    `Translator(model, tokenizer, info, others, draft)`, the older form, still builds its bundle
+    (deprecated), and the bundle's other attributes (`.model`, `.models`, `.draft`, `.shortlist`,
+    ...) are still found here with a DeprecationWarning.
+    """
+
+    def __init__(self, bundle: ModelBundle | Transformer, *old: Any, **old_keywords: Any):
+        if not isinstance(bundle, ModelBundle):
+            _deprecated("Translator(model, tokenizer, ...)", "Translator(ModelBundle([model], tokenizer))")
+            bundle = _old_bundle(bundle, *old, **old_keywords)
+        elif old or old_keywords:
+            raise TypeError("Translator(bundle) takes the bundle only")
+        self.bundle = bundle
 
     @classmethod
-    def load(
-        cls,
-        model_dir: str | Path | list,
-        device: str | torch.device | None = None,
-        int8: bool = False,
-        draft=None,
-    ) -> Translator:
-        """Read a model directory (config.json, model.safetensors, tokenizer); GPU when there is one.
-
-        A list of directories loads an ensemble (aiayn.decode.ensemble): models that share one
-        vocabulary. `int8`: quantise the linear layers for int8 inference (aiayn.runtime.quantize;
-        CPU only, and the CPU by default). `draft`: a draft model's directory, which makes greedy search
-        speculative (aiayn.decode.speculative; its target vocabulary must be the model's).
-        """
-        dirs = [model_dir] if isinstance(model_dir, (str, Path)) else list(model_dir)
-        if not dirs:
-            raise AiaynError("Translator.load needs at least one model directory")
-        if int8:
-            device = check_int8_device(device)
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        loaded = [load_model_dir(d, device) for d in dirs]
-        tokenizers = [load_tokenizer(d, info) for d, (_, info) in zip(dirs, loaded, strict=True)]
-        if len(dirs) > 1:
-            vocabularies = [t.pieces(list(range(t.vocab_size))) for t in tokenizers]
-            specials = [
-                (m.config.pad_id, m.config.bos_id, m.config.eos_id, m.config.start_id) for m, _ in loaded
-            ]
-            check_shared_vocabulary([str(d) for d in dirs], vocabularies, specials)
-        for d, (model, _) in zip(dirs, loaded, strict=True):
-            prepare_for_inference(model, int8, str(d))  # int8 or packed weights; the native step on the CPU
-        (model, info), others = loaded[0], [m for m, _ in loaded[1:]]
-        if draft is not None and others:
-            raise AiaynError(f"a draft model ({draft}) speeds up one model, not an ensemble of {len(dirs)}")
-        draft = draft if draft is None else Draft.load(draft, dirs[0], model, tokenizers[0], int8)
-        translator = cls(model, tokenizers[0], info, others, draft)
-        translator.model_dir = Path(dirs[0])
-        return translator
+    def load(cls, model_dir: str | Path | list, device: str | torch.device | None = None, **how: Any):
+        """`Translator(load_bundle(model_dir, device, int8=..., draft=..., shortlist=...))`."""
+        return cls(load_bundle(model_dir, device, **how))
 
     @property
-    def shortlist(self) -> Shortlist | None:
-        """The model's shortlist (None: it has none), read from its directory when first asked for:
-        a damaged file troubles only the searches that would use it."""
-        if self._shortlist is _UNREAD:
-            self._shortlist = None if self.model_dir is None else read_shortlist(self.model_dir, self.config)
-        return self._shortlist
-
-    @shortlist.setter
-    def shortlist(self, shortlist: Shortlist | None) -> None:
-        self._shortlist = shortlist
+    def tokenizer(self) -> Any:
+        return self.bundle.tokenizer
 
     @property
-    def int8(self) -> bool:
-        """Whether the model runs in int8 (Translator.load(..., int8=True))."""
-        return is_int8(self.model)
+    def config(self):
+        return self.bundle.config
 
     @property
-    def device(self) -> torch.device:
-        return self.model.output_weight.device
+    def info(self) -> dict:
+        return self.bundle.info
+
+    model = _forwarded("model")
+    models = _forwarded("models")
+    draft = _forwarded("draft")
+    model_dir = _forwarded("model_dir")
+    shortlist = _forwarded("shortlist")
+    int8 = _forwarded("int8")
+    device = _forwarded("device")
+    use_shortlist = _forwarded("use_shortlist", "always_shortlist")
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Source ids of each text, whole: pieces + EOS; [] for an empty text."""
@@ -184,7 +168,7 @@ class Translator:
         """Texts, and `translate`'s prefix and constraints, tokenized once (each checked: a one-line
         error names the text): what `translate(texts, encoded=...)` takes."""
         if isinstance(texts, str):
-            raise AiaynError("translate() takes a list of texts, not one string")
+            raise AiaynError("translate_batch() takes a list of texts, not one string")
         encode, limit = self.tokenizer.encode_target, target_limit(self.config)
         return Encoded(
             self.tokenizer.encode(list(texts)),
@@ -197,7 +181,7 @@ class Translator:
         src = torch.full((len(sources), max(map(len, sources))), self.config.pad_id, dtype=torch.long)
         for row, ids in enumerate(sources):
             src[row, : len(ids)] = torch.tensor(ids)
-        return src.to(self.device)
+        return src.to(self.bundle.device)
 
     def translate_ids(
         self,
@@ -214,7 +198,8 @@ class Translator:
         An empty source gives one empty hypothesis with score 0 without running the model.
         `should_stop()` is asked before every search step (SearchStopped when it answers True).
         """
-        controls = replace(controls or Controls(), shortlist=chosen_shortlist(self, options))
+        bundle = self.bundle
+        controls = replace(controls or Controls(), shortlist=bundle.chosen_shortlist(options))
         if should_stop is not None:
             controls = replace(controls, should_stop=should_stop)
         results: list[list[Hypothesis]] = [[] for _ in sources]
@@ -223,7 +208,7 @@ class Translator:
         for batch in token_batches(lengths, options.batch_tokens):
             index = [nonempty[b] for b in batch]
             src = self._src_tensor([sources[i] for i in index])  # (batch, src_len)
-            found = decode_batch(self.models, src, options, controls.subset(index), self.draft)
+            found = decode_batch(bundle.models, src, options, controls.subset(index), bundle.draft)
             for i, hyps in zip(index, found, strict=True):
                 if not hyps or not math.isfinite(hyps[0].score):  # NaN or -inf everywhere
                     text = i if owners is None else owners[i]
@@ -260,12 +245,11 @@ class Translator:
             [(i if keys is None else keys[i]) * 4096 + part for i, part in owner],
         )
 
-    def translate(
+    def translate_batch(
         self,
         texts: list[str],
         options: DecodeConfig | None = None,
         *,
-        return_scores: bool = False,
         on_split: SplitHook | None = None,
         progress: ProgressHook | None = None,
         prefix: list[str | None] | None = None,
@@ -278,33 +262,32 @@ class Translator:
         keys: list[int] | None = None,
         encoded: Encoded | None = None,
         **search: Any,
-    ) -> list[str] | list[list[Translation]]:
+    ) -> list[list[Translation]]:
         """Translate `texts` with beam search (greedy when beam_size is 1): the search of `options`
         (default: DecodeConfig(), the paper's) with `search`'s fields changed (beam_size=2, ...).
 
-        Returns a list of strings, or, with n_best > 1 or return_scores, for each text a list of up
-        to n_best `Translation`s, best first (a text translated in parts: one, its parts' best
-        joined). `prefix`: per text a start the output must continue (or None); `constraints`: per
-        text phrases the output must contain (dynamic beam allocation); `sample`: draw n_best
-        samples instead of searching; `align`: Translation.alignment, (source word, target word)
-        pairs from decoder layer `align_layer`'s cross-attention (default: the penultimate);
-        `replace_unk`: an output word holding <unk> becomes its aligned source word.
-        `on_split(index, length, limit, parts)` hears of each text over the source limit (default:
-        a `warnings.warn`); `progress(n)` after each batch of n sources; `should_stop()` before
-        every search step (aiayn.decode.search.SearchStopped when it answers True). `keys`: per
-        text, what seeds its samples (default: its index; a server batching texts of several
-        requests passes each text's index in its own request, so samples do not depend on batching).
-        `encoded`: the texts with their prefix and constraints as `encode_inputs` gave them, for a
-        caller that tokenized them already (then `prefix` and `constraints` are not given).
+        Returns, for each text, a list of up to n_best `Translation`s, best first (a text translated in
+        parts: one, its parts' best joined). `prefix`: per text a start the output must continue (or
+        None); `constraints`: per text phrases the output must contain (dynamic beam allocation);
+        `sample`: draw n_best samples instead of searching; `align`: Translation.alignment, (source word,
+        target word) pairs from decoder layer `align_layer`'s cross-attention (default: the penultimate);
+        `replace_unk`: an output word holding <unk> becomes its aligned source word. `on_split(index,
+        length, limit, parts)` hears of each text over the source limit (default: a `warnings.warn`);
+        `progress(n)` after each batch of n sources; `should_stop()` before every search step
+        (aiayn.decode.search.SearchStopped when it answers True). `keys`: per text, what seeds its samples
+        (default: its index; a server batching texts of several requests passes each text's index in its
+        own request, so samples do not depend on batching). `encoded`: the texts with their prefix and
+        constraints as `encode_inputs` gave them, for a caller that tokenized them already (then `prefix`
+        and `constraints` are not given).
         """
         options = options or DecodeConfig()  # sampling needs no beam: n_best may exceed beam_size
         options = options.replace(**{"sampling": options.sampling or sample is not None, **search})
         if isinstance(texts, str):
-            raise AiaynError("translate() takes a list of texts, not one string")
+            raise AiaynError("translate_batch() takes a list of texts, not one string")
         if encoded is None:
             encoded = self.encode_inputs(texts, prefix, constraints)
         elif len(encoded.pieces) != len(texts) or prefix is not None or constraints is not None:
-            raise AiaynError("translate(encoded=...): the ids of these texts, and no prefix or constraints")
+            raise AiaynError("translate_batch(encoded=...): these texts' ids, and no prefix or constraints")
         units = self.sources(texts, on_split, encoded.pieces)
         controls = self._controls(units, encoded, sample, keys)
         flat = [u for parts in units for u in parts]
@@ -315,10 +298,7 @@ class Translator:
             h[0] if len(h) == 1 else [_joined([p[0] for p in h])] if h else [Hypothesis([], 0.0, 0.0)]
             for h in hyps
         ]
-        out = self._texts(per_text, units, hyps, align, replace_unk, texts, align_layer)
-        if options.n_best == 1 and not return_scores:
-            return [t[0].text for t in out]
-        return out
+        return self._texts(per_text, units, hyps, align, replace_unk, texts, align_layer)
 
     def _texts(self, per_text, units, hyps, align, replace_unk, texts, layer) -> list[list[Translation]]:
         """Translations with their text (and, with `align`, their word alignment; `replace_unk`
@@ -346,7 +326,8 @@ class Translator:
         if not parts:
             return []
         target_pieces = self.tokenizer.target_pieces
-        weights = alignment.cross_attention(self.model, [s for s, _ in parts], [o for _, o in parts], layer)
+        sources, outputs = [s for s, _ in parts], [o for _, o in parts]
+        weights = alignment.cross_attention(self.bundle.model, sources, outputs, layer)
         pairs, src_offset, tgt_offset = [], 0, 0
         for (src, out), w in zip(parts, weights, strict=True):
             src_words = alignment.word_index(self.tokenizer.pieces(src[:-1]))
@@ -366,16 +347,9 @@ class Translator:
             t.tokens, words, self.config.unk_id, t.alignment, source_text, decode
         )
 
-    def translate_document(self, text: str, options: DecodeConfig | None = None, **controls: Any) -> str:
-        """A document (paragraphs at blank lines) translated sentence by sentence, its layout kept;
-        `options` and `controls` are `translate`'s."""
-        doc = split_document(text, self.info.get("src_lang") or "en")
-        translations = self.translate(doc.sentences, options, **controls) if doc.sentences else []
-        return join_document(doc, [t if isinstance(t, str) else t[0].text for t in translations])
-
     @torch.inference_mode()
     def attention(self, text: str, options: DecodeConfig | None = None, **search: Any) -> dict[str, Any]:
-        """Translate one text (`translate`'s search) and return the attention of every layer on
+        """Translate one text (`translate_batch`'s search) and return the attention of every layer on
         that translation.
 
         Keys: translation (str); src_tokens (source pieces + "</s>"); tgt_tokens (output pieces +
@@ -398,8 +372,8 @@ class Translator:
     def attention_maps(self, src_ids: list[int], tokens: list[int]) -> dict[str, Any]:
         """`attention()`'s dict for a given translation: source ids (pieces + EOS), output ids (no EOS)."""
         tgt_in = [self.config.start_id] + tokens  # the decoder's inputs; it predicts tokens + EOS
-        src = torch.tensor([src_ids], device=self.device)
-        maps = self.model.attention_maps(src, torch.tensor([tgt_in], device=self.device))
+        src, device = torch.tensor([src_ids], device=self.bundle.device), self.bundle.device
+        maps = self.bundle.model.attention_maps(src, torch.tensor([tgt_in], device=device))
         target_pieces = self.tokenizer.target_pieces
         result: dict[str, Any] = {
             "translation": self.tokenizer.decode([tokens])[0],
@@ -409,3 +383,31 @@ class Translator:
         for kind in ("encoder", "decoder", "cross"):
             result[kind] = [w[0].float().cpu() for w in maps[kind]]
         return result
+
+    def translate(
+        self,
+        texts: list[str],
+        options: DecodeConfig | None = None,
+        *,
+        return_scores: bool = False,
+        **controls: Any,
+    ) -> list[str] | list[list[Translation]]:
+        """Deprecated: `translate_texts(translator, texts, ...)` (strings) or `translate_batch` (results).
+        Strings, or with n_best > 1 or return_scores, `translate_batch`'s lists of Translations."""
+        _deprecated("Translator.translate", "aiayn.decode.translate_texts or Translator.translate_batch")
+        found = self.translate_batch(texts, options, **controls)
+        if controls.get("n_best", (options or DecodeConfig()).n_best) == 1 and not return_scores:
+            return [t[0].text for t in found]
+        return found
+
+    def translate_document(self, text: str, options: DecodeConfig | None = None, **controls: Any) -> str:
+        """Deprecated: `translate_document(translator, text, ...)` (aiayn.decode.texts)."""
+        from aiayn.decode.texts import translate_document
+
+        _deprecated("Translator.translate_document", "aiayn.decode.translate_document")
+        return translate_document(self, text, options, **controls)
+
+
+def _old_bundle(model: Transformer, tokenizer: Any, info: dict | None = None, others=None, draft=None):
+    """The bundle of the older `Translator(model, tokenizer, info, others, draft)`."""
+    return ModelBundle([model, *(others or [])], tokenizer, info or {}, draft)

@@ -21,6 +21,8 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from aiayn.config import DecodeConfig
 from aiayn.data.datadir import DataDir
+from aiayn.decode.bundle import ModelBundle, load_bundle
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.evaluate.split import Split, evaluate_split
@@ -78,8 +80,8 @@ def _translator(
         model = getattr(model, "_orig_mod", model)  # torch.compile
         if not isinstance(model, Transformer):
             raise AiaynError(f"evaluate_model needs a Transformer, got {type(model).__name__}")
-        return Translator(model, data.tokenizer())
-    return Translator.load(model, device, int8=int8)
+        return Translator(ModelBundle([model], data.tokenizer()))
+    return Translator(load_bundle(model, device, int8=int8))
 
 
 def _warn_split(src_path: Path, index: int, length: int, limit: int, parts: int) -> None:
@@ -112,13 +114,14 @@ class TranslationTask:
         self, decoder: Translator, split: Split, options: DecodeConfig, progress: Callable[[int], object]
     ) -> list[str]:
         """The best translation of each source, in eval mode (the trainer's model goes back to training)."""
-        was_training = decoder.model.training
-        decoder.model.eval()
+        model = decoder.bundle.model
+        was_training = model.training
+        model.eval()
         on_split = functools.partial(_warn_split, split.path)
-        hypotheses = decoder.translate(
-            split.inputs, options.replace(n_best=1), on_split=on_split, progress=progress
+        hypotheses = translate_texts(
+            decoder, split.inputs, options.replace(n_best=1), on_split=on_split, progress=progress
         )
-        decoder.model.train(was_training)
+        model.train(was_training)
         return hypotheses
 
     def score(self, hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, Any]:

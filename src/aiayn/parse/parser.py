@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from aiayn.config import DecodeConfig
+from aiayn.decode.bundle import load_bundle
 from aiayn.decode.stepper import Controls, source_limit
 from aiayn.decode.translator import ProgressHook, Translator
 from aiayn.errors import AiaynError
@@ -49,7 +50,7 @@ class Parser:
         labels: Sequence[str] | None = None,
     ) -> Parser:  # fmt: skip
         """A model directory; `labels` default to its config.json's (written for parse data)."""
-        translator = Translator.load(model_dir, device, int8=int8)
+        translator = Translator(load_bundle(model_dir, device, int8=int8))
         where = str(Path(model_dir) / "config.json")
         return cls(translator, labels if labels is not None else parse_info(translator.info, where))
 

@@ -16,14 +16,24 @@ agree. `cpu_matmul=onednn|mkl` in the config, or `AIAYN_ONEDNN=0|1` in the envir
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 import torch
+import torch.distributed as dist
 
 from aiayn.runtime.linear import linear_backend
-from aiayn.train import distributed
 
 ORDER = ("onednn", "mkl", "mkl", "onednn", "onednn", "mkl")  # the backend of each probing update
 UNTIMED = 2  # the first update of each backend builds its kernels
+
+
+class Ranks(Protocol):
+    """What the choice needs of a run's processes (aiayn.train.distributed.DistEnv has it)."""
+
+    device: torch.device
+
+    @property
+    def distributed(self) -> bool: ...
 
 
 class KernelChoice:
@@ -33,7 +43,7 @@ class KernelChoice:
     the process its routing back; `decision` is what a checkpoint stores (None: nothing decided).
     """
 
-    def __init__(self, setting: str, eligible: bool, restored: str | None, env: distributed.DistEnv):
+    def __init__(self, setting: str, eligible: bool, restored: str | None, env: Ranks):
         """`setting`: TrainConfig.cpu_matmul (auto | onednn | mkl); `restored`: a checkpoint's choice;
         `eligible`: a float32 CPU run without torch.compile (the only one `linear` routes)."""
         self.env, self.previous = env, (linear_backend.enabled, linear_backend.reason)
@@ -65,7 +75,10 @@ class KernelChoice:
     def _decide(self) -> str:
         self.probing = False
         totals = torch.tensor([self.per_token["onednn"], self.per_token["mkl"]], dtype=torch.float64)
-        onednn, mkl = distributed.all_reduce(totals.to(self.env.device), self.env).tolist()
+        totals = totals.to(self.env.device)
+        if self.env.distributed:
+            dist.all_reduce(totals)  # summed over ranks, so that every rank decides the same
+        onednn, mkl = totals.tolist()
         self.decision, other = ("onednn", "mkl") if onednn < mkl else ("mkl", "onednn")
         ratio = max(onednn, mkl) / max(min(onednn, mkl), 1e-12)
         why = f"{self.decision}: {ratio:.2f}x faster than {other} on updates {UNTIMED + 1}-{len(ORDER)}"

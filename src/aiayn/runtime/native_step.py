@@ -14,7 +14,7 @@ this one 9.32, after 371 s of compiling for the shapes a search meets (dynamo ca
 oneDNN-packed weights, so the compiled model had plain ones).
 
 `NativeDecoder.extend` (`decode_positions`) feeds several new positions per row in one call:
-speculative decoding's check (aiayn.decode.row_decoder, aiayn.decode.speculative).
+speculative decoding's check (aiayn.decode.ragged, aiayn.decode.speculative).
 
 `attach_native_decoder(model)` gives a float32 (or int8) CPU Transformer a native decoder, kept
 here (the model knows nothing of it); `decode_step(model, tokens, state)`, which the search's
@@ -131,7 +131,7 @@ class NativeDecoder:
         """x (rows, m, d_model): the embedded tokens of row r at positions lengths[r] ..
         lengths[r] + m - 1, lengths (rows,) int64 on the CPU the positions its caches hold ->
         logits (rows, m, vocab); writes the m positions' keys and values into `state.self_kv` and
-        leaves the lengths to the caller (aiayn.decode.row_decoder). The products take the kernel
+        leaves the lengths to the caller (aiayn.decode.ragged). The products take the kernel
         a single step of these rows takes: the panels give a row the same bits whatever the number
         of rows, and each position attends over exactly its own prefix as a single step does, so
         with the panels the logits are the single steps' (tests/runtime/test_native_extend.py;
@@ -278,7 +278,7 @@ def decode_positions(
     """tokens (rows, m) of row r at positions lengths[r] .. lengths[r] + m - 1 (lengths (rows,) on
     the CPU) -> logits (rows, m, vocab), the m positions' keys and values written into the caches:
     one native call (`NativeDecoder.extend`) where a native decoder is attached and valid, without
-    gradients, in eval mode, and `python()` otherwise (aiayn.decode.row_decoder). A native call that
+    gradients, in eval mode, and `python()` otherwise (aiayn.decode.ragged). A native call that
     fails where Python does not leaves the model decoding in Python (a RuntimeWarning says why)."""
     native = _attached.get(model)
     if native is None or model.training or torch.is_grad_enabled() or not native.valid_during(model, state):

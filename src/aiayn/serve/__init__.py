@@ -55,16 +55,14 @@ def serve(
     """
     import uvicorn
 
-    from aiayn.decode.shortlist import require_shortlist
+    from aiayn.decode.bundle import load_bundle
     from aiayn.decode.translator import Translator
 
     if draft is not None and shortlist:
         raise AiaynError("--draft speeds up greedy search of one model: not with --shortlist")
     sock = _bind(host, port)  # a bad address or a port in use is said before the model loads
     try:
-        translator = Translator.load(model_dir, device=device, int8=int8, draft=draft)
-        if shortlist:
-            require_shortlist(translator)
+        translator = Translator(load_bundle(model_dir, device, int8=int8, draft=draft, shortlist=shortlist))
     except BaseException:
         sock.close()
         raise

@@ -69,9 +69,9 @@ def model_info(translator: TranslatorLike, settings: ServeSettings) -> ModelInfo
     return ModelInfo(
         src_lang=info.get("src_lang"),
         tgt_lang=info.get("tgt_lang"),
-        parameters=translator.model.num_parameters(),
+        parameters=translator.bundle.model.num_parameters(),
         config=config.to_dict(),
-        int8=bool(getattr(translator, "int8", False)),
+        int8=translator.bundle.int8,
         limits=limits,
     )
 

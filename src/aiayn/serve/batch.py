@@ -1,7 +1,7 @@
 """The server's unit of work and its model call: texts tokenized once, in the request's worker
 thread, travel as ids (`Item`) to the micro-batcher, the search and the attention answer.
 
-`run_batch` is what the batcher's model thread runs: one `Translator.translate` for texts that share
+`run_batch` is what the batcher's model thread runs: one `Translator.translate_batch` for texts that share
 their `Options` (the ids passed on: aiayn.decode.inputs.Encoded), or with attention one per text,
 its output cut so that the weights answered are those of exactly the translation returned.
 """
@@ -25,9 +25,9 @@ class TranslatorLike(Protocol):
 
     config: Any
     info: dict[str, Any]
-    model: Any
+    bundle: Any  # aiayn.decode.bundle.ModelBundle
 
-    def translate(self, texts: list[str], options: DecodeConfig, **controls: Any): ...
+    def translate_batch(self, texts: list[str], options: DecodeConfig, **controls: Any): ...
 
     def attention_maps(self, src_ids: list[int], tokens: list[int]) -> dict[str, Any]: ...
 
@@ -130,11 +130,11 @@ def run_batch(
     (with </s>), and the weights are those of exactly the translation returned.
     """
     sample = None if options.sample is None else SamplingConfig(**options.sample.model_dump())
-    common = dict(return_scores=True, should_stop=should_stop, align=options.align, sample=sample)
+    common = dict(should_stop=should_stop, align=options.align, sample=sample)
 
     def translate(items: list[Item], search: DecodeConfig) -> list[list[Any]]:
         texts, keys = [i.text for i in items], [i.key for i in items]
-        return translator.translate(texts, search, **common, keys=keys, encoded=_encoded(items))
+        return translator.translate_batch(texts, search, **common, keys=keys, encoded=_encoded(items))
 
     if not options.attention:
         return [_translation(h) for h in translate(items, options.search)]

@@ -2,9 +2,9 @@
 own number of decoded positions: what speculative decoding needs, whose rows accept drafts of
 different lengths (aiayn.decode.speculative).
 
-Each row r keeps its positions 0 .. lengths[r]-1 at the front of its cache. `RowDecoder.extend`
+Each row r keeps its positions 0 .. lengths[r]-1 at the front of its cache. `RaggedDecoder.extend`
 feeds q new tokens per row at positions lengths[r] .. lengths[r]+q-1: their keys and values are
-written there (`RowCache`), their positions encoded there, and a key mask lets each new position
+written there (`RaggedCache`), their positions encoded there, and a key mask lets each new position
 see its row's prefix and the new positions up to itself, nothing past them. `keep` then sets each
 row's length, keeping any number of the new positions (the accepted ones) and dropping the rest:
 what lies past a row's length is never read again, only overwritten. A model with a native decoder
@@ -28,18 +28,18 @@ from aiayn.runtime.blockwise import row_max
 from aiayn.runtime.native_step import decode_positions, decode_step, native_decoder, propose_tokens
 
 
-class RowCache(KVCache):
+class RaggedCache(KVCache):
     """A layer's self-attention cache whose rows each hold their own number of positions; `length`
     is the longest row's. Slots past a row's length hold finite values (zeros or dropped keys), so
     a masked key never turns an attention output into NaN (0 x NaN)."""
 
-    def __init__(self, cache: KVCache, owner: RowDecoder):
+    def __init__(self, cache: KVCache, owner: RaggedDecoder):
         super().__init__(0, 0, 0, 0, cache.k.dtype, cache.k.device)
         self.k, self.v, self.length, self.owner = cache.k.zero_(), cache.v.zero_(), cache.length, owner
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """k (rows, heads, q, d_k), v (rows, heads, q, d_v) written at each row's own positions
-        (`RowDecoder.index`) -> the keys and values up to the longest row's last new position."""
+        (`RaggedDecoder.index`) -> the keys and values up to the longest row's last new position."""
         index = self.owner.index  # (rows, q) or None: every row at `length`
         if index is None:
             return super().append(k, v)
@@ -54,7 +54,7 @@ class RowCache(KVCache):
         self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
 
 
-class RowDecoder:
+class RaggedDecoder:
     """A model's decoder over a batch of sources, one row per sentence, rows of their own lengths."""
 
     def __init__(self, model: Transformer, src: Tensor, capacity: int, shortlist: Shortlist | None = None):
@@ -64,7 +64,7 @@ class RowDecoder:
         self.model, self.device = model, src.device
         self.output = None if shortlist is None else KeptOutput(model, shortlist.kept(src))
         self.state = model.start_decoding(memory, mask, capacity)
-        self.state.self_kv = [RowCache(c, self) for c in self.state.self_kv]
+        self.state.self_kv = [RaggedCache(c, self) for c in self.state.self_kv]
         self.lengths = torch.zeros(src.size(0), dtype=torch.long)  # (rows,) CPU: positions held
         self.index: Tensor | None = None  # (rows, q) on the device: where `extend` writes
         self.end = 0  # the longest row's length after `extend`
@@ -145,3 +145,13 @@ class RowDecoder:
         """Keep only rows `index` (rows',) (CPU), in that order: finished sentences leave."""
         self.state.select(index.to(self.device))
         self.keep(self.lengths[index])
+
+
+def __getattr__(name: str):
+    """The older class names (RowDecoder, RowCache), with a DeprecationWarning."""
+    new = {"RowDecoder": "RaggedDecoder", "RowCache": "RaggedCache"}.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    message = f"{name} is deprecated: it is aiayn.decode.ragged.{new} now"
+    warnings.warn(message, DeprecationWarning, stacklevel=2)
+    return globals()[new]
