@@ -1,9 +1,9 @@
 """The batch plan at WMT scale: one rank's token-bucketed batches of an epoch, as arrays
 (`TokenBatchSampler.batches`, `BatchPlan`) against the same plan built element by element as lists
 of Python ints (`tests/data/test_batching.py`'s `reference_batches`, the form it replaced), on the
-same lengths in one run. Seconds and peak traced memory (numpy's and Python's allocations,
-tracemalloc) of the plans of two epochs on one rank of `--ranks`, and whether both give the same
-batches.
+same lengths in one run. Seconds (untraced) and peak traced memory (numpy's and Python's
+allocations, tracemalloc, a second run) of the plans of two epochs on one rank of `--ranks`, and
+whether both give the same batches.
 
 Lengths: the Bible's train split's (prepared into --data on first use) tiled to --pairs, so the
 width distribution is a real corpus's.
@@ -38,11 +38,13 @@ def lengths(data: Path, pairs: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def measure(build) -> tuple[float, float, object]:
-    """(seconds, peak MB traced, result) of build()."""
-    tracemalloc.start()
+    """(seconds, peak MB traced, result) of build(): timed untraced (tracing slows Python's own
+    allocations many times), then run again under tracemalloc for its peak."""
     began = time.perf_counter()
     result = build()
     seconds = time.perf_counter() - began
+    tracemalloc.start()
+    build()
     peak = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
     return seconds, peak, result

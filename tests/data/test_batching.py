@@ -143,8 +143,7 @@ def reference_batches(src, tgt, max_tokens, seed, epoch, window, pool=None):
         chunk = order[start : start + window]
         chunk = chunk[np.lexsort((src[chunk], widths[chunk]))]
         current, width = [], 0
-        for index in chunk.tolist():
-            w = int(widths[index])
+        for index, w in zip(chunk.tolist(), widths[chunk].tolist(), strict=True):
             if current and (len(current) + 1) * max(width, w) > max_tokens:
                 batches.append(current)
                 current, width = [], 0

@@ -109,6 +109,10 @@ class TokenBatchSampler:
         )
         self.mix = mix  # None, or an object whose indices(epoch) are the epoch's pairs
         self.n_oversized = int((self.widths > max_tokens).sum())
+        # (n,) width and source length in one sort key, so that an epoch gathers one array at random
+        self._shift = 16 if len(self.widths) == 0 or self.widths.max() < 1 << 16 else 32
+        dtype = np.uint32 if self._shift == 16 else np.uint64
+        self._keys = (self.widths.astype(dtype) << dtype(self._shift)) | self.src_lengths.astype(dtype)
         self._cache: tuple[int, BatchPlan] | None = None
 
     def _plan(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -116,16 +120,24 @@ class TokenBatchSampler:
         batch begins in that order (with the end appended), and the batches' shuffled order."""
         rng = np.random.default_rng([self.seed, epoch])
         if self.mix is None:
-            order = rng.permutation(len(self.widths))  # (n,) random tie-breaking inside each window
+            order = rng.permutation(np.arange(len(self.widths), dtype=np.int32))  # (n,) ties broken at random
         else:
             pool = self.mix.indices(epoch)  # (m,) the epoch's pairs, repeats included
             order = pool[rng.permutation(len(pool))]
-        order = order[self.widths[order] <= self.max_tokens]
-        window = np.arange(len(order), dtype=np.int64) // self.window  # (n,) each position's window
-        order = order[np.lexsort((self.src_lengths[order], self.widths[order], window))]  # by width, source
-        widths, starts = self.widths[order], []
-        for begin in range(0, len(order), self.window):
-            starts.append(begin + pack_sorted(widths[begin : begin + self.window], self.max_tokens))
+        keys = self._keys[order]  # (n,) width, then source length
+        fits = (keys >> keys.dtype.type(self._shift)) <= self.max_tokens
+        if not fits.all():  # copies only when some pair is too wide
+            order, keys = order[fits], keys[fits]
+        del fits
+        starts = []
+        for begin in range(0, len(order), self.window):  # a window at a time: sorts that fit in cache
+            chunk, by = (
+                order[begin : begin + self.window],
+                np.argsort(keys[begin : begin + self.window], kind="stable"),
+            )
+            chunk[:] = chunk[by]  # by width, then source length; ties in their shuffled order
+            widths = (keys[begin : begin + self.window][by] >> keys.dtype.type(self._shift)).astype(np.int64)
+            starts.append(begin + pack_sorted(widths, self.max_tokens))
         starts = np.concatenate([*starts, [len(order)]]).astype(np.int64)
         return order, starts, rng.permutation(len(starts) - 1)
 
