@@ -111,3 +111,13 @@ def test_the_command_line_writes_a_corpus_prepare_takes(toy_model_dir, text, tmp
     )
     data = prepare(tmp_path / "data", load_recipe(recipe), vocab_size=60, progress=False)
     assert DataDir(data).meta["sources"][0]["name"] == "bt"
+
+
+def test_parts_of_another_search_are_refused(toy_model_dir, text, tmp_path, monkeypatch):
+    path, _ = text
+    monkeypatch.setattr(bt, "_join", lambda *args: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        bt.backtranslate(toy_model_dir, path, tmp_path / "bt", BEAM, device="cpu", chunk=7, progress=False)
+    other = bt.BackTranslation(DecodeConfig(beam_size=3), None)
+    with pytest.raises(AiaynError, match="holds the parts of another model, text or search"):
+        bt.backtranslate(toy_model_dir, path, tmp_path / "bt", other, device="cpu", chunk=7, progress=False)

@@ -75,3 +75,10 @@ def test_samples_name_the_source_and_pair(tmp_path):
     assert per_source(reasons, corpus, ["a", "b"])["b"] == {
         "duplicates": 0, "near_duplicates": 0, "copies": 1, "language": 2
     }  # fmt: skip
+
+
+def test_a_target_language_tag_hides_no_copy_or_near_duplicate():
+    pairs = [(">>de<< Hello brave new world", "hello brave new  world"), ("Hallo Welt", "hallo, welt"),
+             (">>de<< hallo welt", "Hallo Welt!")]  # fmt: skip
+    reasons = decide(iter(pairs), 3, Cleaning(rules=("near_duplicates", "copies")), None)
+    assert [RULES[r - 1] if r else "kept" for r in reasons] == ["copies", "kept", "near_duplicates"]

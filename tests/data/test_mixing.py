@@ -50,3 +50,14 @@ def test_read_mix(tmp_path):
     assert read_mix(tmp_path, meta, seed=1, n_pairs=60).weights == [1.0, 3.0]
     assert read_mix(tmp_path, {"sources": [{"name": "a", "weight": 1.0}] * 2}, seed=1, n_pairs=60) is None
     assert read_mix(tmp_path, {}, seed=1, n_pairs=60) is None
+
+
+def test_a_fraction_of_one_pair_is_read_in_about_that_share_of_epochs():
+    mix = CorpusMix(np.array([0] * 10 + [1], dtype=np.uint8), [1.0, 0.5], seed=2)
+    read = [int((mix.indices(epoch) == 10).sum()) for epoch in range(400)]
+    assert set(read) == {0, 1} and 160 < sum(read) < 240
+
+
+def test_widths_of_zero_are_refused():
+    with pytest.raises(ValueError, match="at least 1"):
+        TokenBatchSampler(np.array([3, 0]), np.array([2, 0]), max_tokens=10)

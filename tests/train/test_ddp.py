@@ -172,4 +172,7 @@ def test_the_timeout_reaches_the_process_group_and_must_be_positive(monkeypatch)
     assert distributed.peer_lost(RuntimeError("Connection closed by peer"), alone, 5) is None  # one process
     two = distributed.DistEnv(1, 2, torch.device("cpu"))
     assert distributed.peer_lost(ValueError("bad shape"), two, 5) is None
+    assert (
+        distributed.peer_lost(RuntimeError("NCCL error: unhandled cuda error"), two, 5) is None
+    )  # not a peer
     assert "rank 1 of 2" in str(distributed.peer_lost(RuntimeError("[gloo] Timed out"), two, 5))

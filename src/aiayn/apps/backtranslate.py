@@ -108,6 +108,7 @@ def backtranslate(
     if not lines:
         raise AiaynError(f"{text}: no non-empty lines to back-translate")
     parts = output_dir(out / "parts", "--out")
+    _check_parts(parts, description)
     translator = Translator(load_bundle(model, device))
     starts = range(0, len(lines), chunk)
     with tqdm(total=len(lines), desc="back-translating", unit="line", disable=not progress) as bar:
@@ -155,3 +156,14 @@ def _join(out: Path, parts: Path, count: int, src_lang: str, tgt_lang: str, line
     for path in parts.iterdir():
         path.unlink()
     parts.rmdir()
+
+
+def _check_parts(parts: Path, description: dict) -> None:
+    """parts/made_from.json says what the parts are of: an interrupted run of another model, text
+    or search is refused (its parts would mix into this corpus), else the record is written."""
+    record = parts / "made_from.json"
+    if record.is_file() and json.loads(record.read_text(encoding="utf-8")) != description:
+        raise AiaynError(
+            f"{parts} holds the parts of another model, text or search; remove it or use another --out"
+        )
+    atomic_write_text(record, json.dumps(description, indent=2) + "\n")

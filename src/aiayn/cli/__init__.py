@@ -92,9 +92,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dist-timeout",
         type=float,
-        default=5.0,
+        default=10.0,
         metavar="MINUTES",
-        help="under torchrun: how long a rank waits for the others before it stops with one line (default 5)",
+        help="under torchrun: minutes a rank waits for the others before it stops with one line (default 10)",
     )
     add_device_option(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -100,6 +100,8 @@ class TokenBatchSampler:
             raise ValueError("max_tokens and window must be positive")
         self.src_lengths = np.asarray(src_lengths, dtype=np.int64)  # (n,)
         self.widths = np.maximum(self.src_lengths, np.asarray(tgt_lengths, dtype=np.int64))  # (n,)
+        if len(self.widths) and self.widths.min() < 1:
+            raise ValueError("every sentence needs a length of at least 1 (its EOS)")
         self.max_tokens, self.seed, self.rank, self.world_size, self.window = (
             max_tokens,
             seed,

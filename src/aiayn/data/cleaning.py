@@ -155,6 +155,7 @@ def _keys(pairs: Iterator[tuple[str, str]], n: int, rules, check: LanguageCheck 
         tqdm(pairs, total=n, desc="clean", unit=" pairs", disable=not progress)
     ):
         exact[i] = _hash(source + "\t" + target)
+        source = TAG.sub("", source, count=1)  # a copy or near duplicate whatever its target tag
         if "near_duplicates" in rules:
             a, b = letters(source), letters(target)
             near[i] = _hash((a or _folded(source)) + "\t" + (b or _folded(target)))

@@ -1,11 +1,13 @@
 """Several corpora in one training stream, in the proportions a data recipe's weights give.
 
 Each epoch takes every pair of a source with weight w floor(w) times, and a seeded sample of
-round(frac(w) n) more of its n pairs (a different sample each epoch): weight 2 upsamples a small
-in-domain corpus twice (fairseq's `--upsample-primary`), 0.5 reads half of a large crawled one per
-epoch. The share of source i in the stream is w_i n_i / sum_j w_j n_j. The pairs of an epoch are
-a function of (seed, epoch) alone, so a run resumes exactly (`batching.BatchStream`); the token
-buckets of `batching.TokenBatchSampler` are then made from them as from a single corpus.
+frac(w) n more of its n pairs (a different sample each epoch; a fractional count is rounded up
+with the probability of its fraction, so a one-pair source of weight 0.5 is read every other
+epoch on average): weight 2 upsamples a small in-domain corpus twice (fairseq's
+`--upsample-primary`), 0.5 reads half of a large crawled one per epoch. The share of source i in
+the stream is w_i n_i / sum_j w_j n_j. The pairs of an epoch are a function of (seed, epoch)
+alone, so a run resumes exactly (`batching.BatchStream`); the token buckets of
+`batching.TokenBatchSampler` are then made from them as from a single corpus.
 
 DATA/train.corpus.npy (written by `aiayn prepare --recipe`) gives each train pair's source (uint8,
 in the order of meta.json's "sources"); the weights are meta.json's.
@@ -41,7 +43,8 @@ class CorpusMix:
         rng = np.random.default_rng([self.seed, epoch, 1])
         parts = []
         for members, weight in zip(self.members, self.weights, strict=True):
-            whole, extra = int(weight), round((weight - int(weight)) * len(members))
+            whole, share = int(weight), (weight - int(weight)) * len(members)
+            extra = int(share) + int(rng.random() < share - int(share))  # the remainder, on average
             parts.extend([members] * whole)
             if extra:
                 parts.append(np.sort(rng.choice(members, size=extra, replace=False)))

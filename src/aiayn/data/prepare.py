@@ -301,6 +301,11 @@ def _check_same_corpus(out: Path, wanted: dict) -> None:
     from, cleaned the same way."""
     meta = DataDir(out).meta
     keys = lambda m: (m.get("corpus"), _resolved(m.get("inputs")), m.get("recipe"), m.get("clean"))  # noqa: E731
+    if keys(meta)[:3] == keys(wanted)[:3] and meta.get("clean") != wanted.get("clean"):
+        raise AiaynError(
+            f"{out} is already prepared from this corpus with other cleaning ({meta.get('clean')}); pass "
+            "--force to prepare it again, or choose another --out"
+        )
     if keys(meta) != keys(wanted):
         was = meta.get("corpus") if meta.get("inputs") is None else f"files {meta['inputs']}"
         raise AiaynError(
@@ -495,6 +500,13 @@ def _build(
         raise AiaynError("no training pairs left: every train line was empty or bad")
     if clean is not None:
         _clean(work, sources, clean, check, counts["train"], progress)
+        if len(sources.corpus) == 0:
+            removed = ", ".join(
+                f"{rule} {counts['train'][rule]:,}" for rule in rules.RULES if counts["train"][rule]
+            )
+            raise AiaynError(
+                f"cleaning removed every train pair ({removed}); check src_lang/tgt_lang and the files"
+            )
     if filters.train_limit is not None:
         kept = sample_train(work / "stage", counts["train"], filters.train_limit, seed)
         if kept is not None:

@@ -137,7 +137,7 @@ def stage_recipe(recipe, stages: dict[str, Stage], seed: int, skip: bool, progre
         elif gives_held_out:
             inputs = {"train": source.files.files(""), **given}
             for split, pairs in _stage_user_train(inputs, stages, seed, skip, progress).items():
-                held[split] += [(stages[split].prefix + s, t, where) for s, t, where in pairs]
+                held[split] += [(stages[split].prefix + s if s else s, t, where) for s, t, where in pairs]
         elif source.corpus:
             stage_builtin(source.corpus, stages, ("train",))
         else:

@@ -358,6 +358,6 @@ def train(
         lost = distributed.peer_lost(err, env, dist_timeout)
         if lost is None:
             raise
-        raise lost from None
+        raise lost from err
     finally:
         distributed.teardown(env)
