@@ -204,7 +204,7 @@ def test_the_checkout_s_configs_are_the_package_s():
     shipped = {p.name: p.read_text() for p in config_path("tiny").parent.glob("*.yaml")}
     assert shipped == {p.name: p.read_text() for p in CONFIGS.glob("*.yaml")}
     assert sorted(shipped) == sorted(f"{name}.yaml" for name in names()) and set(PRESETS) < set(names())
-    assert '"aiayn.configs" = ["*.yaml"]' in (CONFIGS.parent / "pyproject.toml").read_text()
+    assert '"aiayn.configs" = ["*.yaml", "data/*.yaml"]' in (CONFIGS.parent / "pyproject.toml").read_text()
 
 
 @pytest.mark.parametrize("name", PRESETS)
