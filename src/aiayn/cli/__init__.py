@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from aiayn import __version__
 from aiayn.apps.quickstart import QUICKSTART_CORPUS, QUICKSTART_OUT, QUICKSTART_STEPS
 from aiayn.cli import constituency
 from aiayn.cli import prepare as prepare_cli
@@ -356,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aiayn", description="The Transformer of 'Attention Is All You Need': train, translate, serve."
     )
+    parser.add_argument("--version", action="version", version=f"aiayn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS + _extra_commands():
         add(sub)
