@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from aiayn.cli.decoding import add_draft_options
+from aiayn.cli.decoding import add_draft_options, add_target_option, target_language
 from aiayn.cli.options import add_device_option
 from aiayn.config import DecodeConfig
 from aiayn.errors import AiaynError
@@ -107,6 +107,7 @@ def add_attention(sub: argparse._SubParsersAction) -> None:
         help=f"length penalty exponent (default {d.alpha}, the paper's)",
     )
     add_device_option(p)
+    add_target_option(p)
     p.set_defaults(handler=_run_attention)
 
 
@@ -119,7 +120,8 @@ def _run_attention(args: argparse.Namespace) -> None:
     if not args.text.strip():
         raise AiaynError("TEXT is empty: give the sentence to translate")
     translator = Translator(load_bundle(args.model_dir, args.device))
-    attn = translator.attention(args.text, beam_size=args.beam, alpha=args.alpha)
+    language = target_language(args, translator.info)
+    attn = translator.attention(args.text, beam_size=args.beam, alpha=args.alpha, target_language=language)
     out = save_attention_png(attn, args.out, args.kind, args.layer, args.head)
     print(attn["translation"])
     print(f"wrote {out}")

@@ -1,10 +1,11 @@
 """The HTTP API and the page: a FastAPI app around a `Translator` (beam search of section 6.1).
 
     POST /v1/translate   {"text": "..." | ["...", ...], "beam_size"?, "alpha"?, "n_best"?, "attention"?,
-                          "prefix"?, "constraints"?, "sample"?, "align"?}
+                          "prefix"?, "constraints"?, "sample"?, "align"?, "target"?}
     POST /v1/translate/stream  {"text": a document, ...}: server-sent events, a sentence at a time
     GET  /v1/health      {"status": "ok"}, or 503 when the model thread is stuck or the batcher stopped
-    GET  /v1/model       languages, parameter count, model config, limits
+    GET  /v1/model       languages (a multilingual model's target_languages), parameter count,
+                         model config, limits
     GET  /               the page: translate and look at attention (section 7's figures)
     GET  /docs           OpenAPI docs
 
@@ -29,6 +30,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from aiayn.decode.languages import target_languages
 from aiayn.serve.batch import Item, Options, TranslatorLike, run_batch, text_items
 from aiayn.serve.batcher import MicroBatcher, QueueFull, Unavailable
 from aiayn.serve.connections import quiet_accept_errors
@@ -69,6 +71,7 @@ def model_info(translator: TranslatorLike, settings: ServeSettings) -> ModelInfo
     return ModelInfo(
         src_lang=info.get("src_lang"),
         tgt_lang=info.get("tgt_lang"),
+        target_languages=target_languages(info),
         parameters=translator.bundle.model.num_parameters(),
         config=config.to_dict(),
         int8=translator.bundle.int8,
