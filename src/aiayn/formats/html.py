@@ -127,7 +127,9 @@ def _events(page: str) -> list[tuple[str, int, str, list, str]]:
     parser.feed(page)
     parser.close()
     found = parser.events
-    ends = [offset for _, offset, _, _ in found[1:]] + [len(page)]
+    if page and (not found or found[0][1] > 0):  # what the parser skipped at the start: kept whole
+        found.insert(0, ("other", 0, "", []))
+    ends = [offset for _, offset, _, _ in found[1:]] + [len(page)] if found else []
     return [(*event, page[event[1] : end]) for event, end in zip(found, ends, strict=True)]
 
 

@@ -14,9 +14,10 @@ with more of them, then the first, when two do: `big<b>ger</b>` is one word, in 
 word takes the spans of its aligned source word. Every span appears exactly
 once and spans stay nested, so at each level a child span keeps its longest run of consecutive
 target words (the first of equal runs) and its other words fall back to the parent, outside it. An
-atom, or a span without words (`<a name="x"></a>`, `<b> </b>`), is kept verbatim before the target
-word aligned to the nearest source word after it (at the start or end of its parent when it was
-there), moved out of any sibling span it would fall inside. White space around atoms follows the
+atom, or a span without words (`<a name="x"></a>`, `<b> </b>`), is kept verbatim between the targets
+of the source words either side of it when they are neighbours (in either order), else before the
+target of the nearest source word after it (at the start or end of its parent when it was there),
+moved out of any sibling span it would fall inside. White space around atoms follows the
 source (`%d files` -> `%d Dateien`, `file%s` -> `Datei%s`); white space at the start and end of the
 segment is kept as it was; words are separated by one space.
 """
@@ -221,15 +222,20 @@ class _Carrier:
                 j = end
 
     def gap(self, at: int, span: Span, lo: int, hi: int, runs: dict[Span, tuple[int, int]]) -> int:
-        """Where, among target words [lo, hi), markup found before source word `at` goes: before the
-        first target word of the nearest source word from `at` on, never inside a child span."""
+        """Where, among target words [lo, hi), markup found before source word `at` goes: between the
+        targets of the source words either side of it when those are neighbours (in either order),
+        else before the target of the nearest source word after it; never inside a child span."""
         first, last = self.layout.ranges[span]
         if at <= first or lo == hi:
             return lo
         if at >= last:
             return hi
-        later = [(self.sources[j], j) for j in range(lo, hi) if self.sources[j] >= at]
-        q = min(later)[1] if later else hi
+        after = min(((self.sources[j], j) for j in range(lo, hi) if self.sources[j] >= at), default=None)
+        before = max(((self.sources[j], j) for j in range(lo, hi) if self.sources[j] < at), default=None)
+        if after and before and abs(after[1] - before[1]) == 1:
+            q = max(after[1], before[1])
+        else:
+            q = after[1] if after else hi
         for start, end in runs.values():
             if start < q < end:
                 q = start if q - start <= end - q else end
