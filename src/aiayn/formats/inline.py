@@ -107,7 +107,8 @@ class _Reader:
 
     def zero(self, node: Atom | Span, path: Path) -> None:
         self.end_word()
-        before = bool(self.chars) and self.chars[-1].isspace()
+        follows = bool(self.places) and self.places[-1][1] == len(self.chars)  # another with nothing between
+        before = bool(self.chars) and self.chars[-1].isspace() and not follows
         zero = _Zero(node, path, len(self.layout.words), before)
         self.layout.zeros.append(zero)
         self.places.append((zero, len(self.chars)))
@@ -125,8 +126,9 @@ class _Reader:
     def finish(self, root: Span) -> Layout:
         self.end_word()
         layout, text = self.layout, "".join(self.chars)
-        for zero, index in self.places:
-            zero.space_after = index < len(text) and text[index].isspace()
+        for k, (zero, index) in enumerate(self.places):
+            followed = k + 1 < len(self.places) and self.places[k + 1][1] == index
+            zero.space_after = index < len(text) and text[index].isspace() and not followed
         first = min((i for _, i in self.places), default=len(text))
         last = max((i for _, i in self.places), default=0)
         layout.lead = text[: min(len(text) - len(text.lstrip()), first)]

@@ -35,10 +35,12 @@ if TYPE_CHECKING:
     from aiayn.decode.translator import Translator
 
 WIDTH = r"[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|ll|[hlLqjzt])?"  # printf's flags, width, precision, size
-PRINTF = rf"%(?:\d+\$|\([^)\s]*\))?{WIDTH}[diouxXeEfFgGaAcspnmr%]"
+CONVERSION = r"(?:[diouxXeEfFgGaAcspnmr%]|<PRI\w+>)"  # <PRIuMAX>: gettext's ISO C 99 macros
+PRINTF = rf"%(?:\d+\$|\([^)\s]*\))?{WIDTH}{CONVERSION}"
+C_FORMAT = PRINTF.replace("[-+#0']", "[-+ #0']")  # c-format entries: the space flag too ("% d")
 BRACE = r"\{\{|\}\}|\{[\w.\[\]]*(?:![rsa])?(?::[^{}]*)?\}"
 RUBY = r"%\{\w+\}"
-ORDERED = re.compile(rf"%{WIDTH}[diouxXeEfFgGaAcspnmr]|\{{\}}")  # unnumbered: meant by their order
+ORDERED = re.compile(rf"%[-+ #0']*{WIDTH}(?!%){CONVERSION}|\{{\}}")  # unnumbered: meant by their order
 LINE = re.compile(r'\s*(?:(?:msgctxt|msgid|msgid_plural|msgstr(?:\[\d+\])?)\s+)?"(?:[^"\\]|\\.)*"\s*')
 CHARSET = re.compile(rb"charset=([-\w.:]+)")
 
@@ -50,7 +52,9 @@ class PoError(AiaynError):
 def placeholders(flags: list[str]) -> re.Pattern:
     """The placeholders of an entry with these flags (`no-c-format` and the like turn kinds off)."""
     kinds = [RUBY]
-    if "no-c-format" not in flags and "no-python-format" not in flags:
+    if "c-format" in flags:
+        kinds.append(C_FORMAT)
+    elif "no-c-format" not in flags and "no-python-format" not in flags:
         kinds.append(PRINTF)
     if "no-python-brace-format" not in flags:
         kinds.append(BRACE)
