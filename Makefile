@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 DEB_PACKAGES := sword-text-sparv sword-text-kjv sword-text-web \
                 libreoffice-help-en-us libreoffice-help-de libreoffice-help-es libreoffice-help-fr \
                 dataset-fashion-mnist \
-                chromium chromium-driver libtcmalloc-minimal4 g++
+                chromium chromium-driver libtcmalloc-minimal4 g++ gettext
 PIP_FLAGS := -q -c constraints.txt
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict  # the theme's notice about its successor off
 
@@ -37,7 +37,8 @@ lint: venv
 	$(VENV)/bin/ruff format --check src tests benchmarks
 
 # Debian packages: the built-in corpora, Fashion-MNIST, Chromium for the browser test, and g++ for
-# the native decoding step (aiayn.runtime.native_build builds it on first use).
+# the native decoding step (aiayn.runtime.native_build builds it on first use), gettext (msgfmt and
+# msgunfmt: the PO file tests check their output with it).
 # Skipped when every package is already installed.
 deb:
 	@if ! dpkg -s $(DEB_PACKAGES) >/dev/null 2>&1; then \

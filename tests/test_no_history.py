@@ -37,7 +37,7 @@ PATTERNS = {
     "a numbered round": r"(?<![-\w])rounds? \d+(?!\s*(?:x|times|s\b|ms\b))",
     "a tracker issue": r"\bissues? \d+|\bthe issue(?:'s)?\b|\bin the issue\b",
     "a tracker item": r"\bitems? \d+(?:-\d+)?\b",
-    "a tracker number": r"(?<![\w&#/])#\d{1,5}\b(?![\w;])",
+    "a tracker number": r"(?<![\w&#/])#\d{1,5}\b(?![\w;'\]])",
     "a work branch": r"\bi\d{2}[a-z]?\b(?= branch|'s|\))|\bmerg\w* (?:branch )?'?i\d{2}",
 }
 # A number after one of these names is that project's issue, not this project's: "fairseq #308".

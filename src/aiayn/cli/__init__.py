@@ -25,11 +25,14 @@ from aiayn.cli.decoding import (
     decode_config,
     draft_summary,
     target_language,
+    translate_formatted,
 )
 from aiayn.cli.options import (
     add_device_option,
+    add_format_option,
     add_set_option,
     check_document_flags,
+    check_format_flags,
     check_line_counts,
     counting_number,
 )
@@ -212,6 +215,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--replace-unk", action="store_true", help="<unk> words become their aligned source word")
     g.add_argument("--document", action="store_true", help="the input is one document: split into sentences")
     add_target_option(g)
+    add_format_option(g)
     p.set_defaults(handler=_run_translate)
 
 
@@ -241,6 +245,7 @@ def _run_translate(args: argparse.Namespace) -> None:
 
     options = decode_config(args, args.nbest)
     check_document_flags(args)
+    check_format_flags(args)
     args.input = None if args.input == "-" else args.input
     if args.input:
         input_file(args.input, "--input", stream=True)
@@ -253,6 +258,8 @@ def _run_translate(args: argparse.Namespace) -> None:
     dirs = args.model_dirs[0] if len(args.model_dirs) == 1 else args.model_dirs
     translator = Translator(load_bundle(dirs, args.device, int8=args.int8, draft=args.draft))
     controls["target_language"] = target_language(args, translator.info)
+    if args.format != "text":
+        return translate_formatted(args, translator, options, controls)
     with contextlib.ExitStack() as stack:
         lines = stack.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         name = args.input or "<stdin>"

@@ -5,6 +5,8 @@ data section 6.3's (`aiayn.parse.parser.PARSE_DECODE`), so no default is restate
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 
 from aiayn.cli.options import add_device_option, add_renamed_option
@@ -135,3 +137,26 @@ def draft_summary(translator, options: DecodeConfig) -> None:
     """With a draft model, how often the model accepted its proposals (on stderr)."""
     if translator.bundle.draft is not None:
         print(translator.bundle.draft.stats.summary(options.draft_tokens), file=sys.stderr)
+
+
+def translate_formatted(args: argparse.Namespace, translator, options: DecodeConfig, controls: dict) -> None:
+    """translate --format FORMAT: the input (-i, or stdin) read whole and translated as FORMAT
+    (aiayn.formats), written to -o whole (aside, then renamed) or to stdout; a line per entry left
+    untranslated, and a summary, on stderr."""
+    from aiayn.formats.files import translate_file, write_file
+
+    name = args.input or "<stdin>"
+    with open(args.input, "rb") if args.input else contextlib.nullcontext(sys.stdin.buffer) as f:
+        data = f.read()
+    filled = translate_file(translator, args.format, data, name, options, **controls)
+    for line in filled.refused:
+        print(f"warning: {line}", file=sys.stderr)
+    if args.output and (not os.path.exists(args.output) or os.path.isfile(args.output)):
+        write_file(args.output, filled.data)
+    elif args.output:  # a device or a pipe (-o /dev/stdout): written as it is
+        with open(args.output, "wb") as out:
+            out.write(filled.data)
+    else:
+        sys.stdout.buffer.write(filled.data)
+        sys.stdout.flush()
+    print(filled.summary(name), file=sys.stderr)

@@ -66,6 +66,30 @@ def check_document_flags(args: argparse.Namespace) -> None:
         raise AiaynError(f"--document translates one whole text; {', '.join(used)} apply to input lines")
 
 
+def add_format_option(p: argparse.ArgumentParser) -> None:
+    """translate's `--format`: lines of text (default), or a file of a format read whole (aiayn.formats)."""
+    from aiayn.formats.files import FORMATS
+
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text: a translation per line (default); html, po, xliff, srt, vtt: the whole file, its "
+        "markup, placeholders, untranslated entries or timings kept (-o is written whole or not at all)",
+    )
+
+
+def check_format_flags(args: argparse.Namespace) -> None:
+    """translate --format FORMAT writes one file: the per-line flags have nothing to apply to."""
+    if args.format == "text":
+        return
+    given = {"--document": args.document, "--nbest": args.nbest > 1, "--align": args.align,
+             "--prefix-file": args.prefix_file, "--constraints-file": args.constraints_file}  # fmt: skip
+    used = [flag for flag, on in given.items() if on]
+    if used:
+        raise AiaynError(f"--format {args.format} translates one whole file; not with {', '.join(used)}")
+
+
 def evaluate_on_split(evaluate: Callable[..., dict[str, Any]], args: argparse.Namespace, options) -> dict:
     """`evaluate` (aiayn.evaluate.evaluate_model or aiayn.parse.evaluate.evaluate_parser) of
     MODEL_DIR on DATA_DIR's --split with the search `options`, its files in --out (default
