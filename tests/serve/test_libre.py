@@ -75,12 +75,27 @@ def test_alternative_translations(client):
     assert [answer["translatedText"], *answer["alternatives"]] == hypotheses
 
 
-def test_html_is_refused_for_now(client):
-    response = client.post(
-        "/translate",
-        json={"q": '<p class="green">el gato</p>', "source": "es", "target": "en", "format": "html"},
+def _html(client, q, **fields):
+    return client.post(
+        "/translate", json={"q": q, "source": "es", "target": "en", "format": "html", **fields}
     )
-    assert response.status_code == 400 and "format html is not supported" in response.json()["error"]
+
+
+def test_html_keeps_the_markup_and_translates_the_words_as_text(client):
+    answer = _html(client, '<p class="green">el <b>gato</b> come</p>').json()
+    page = answer["translatedText"]
+    assert page.startswith('<p class="green">') and page.endswith("</p>") and page.count("<b>") == 1
+    words = page.replace('<p class="green">', "").replace("</p>", "").replace("<b>", "").replace("</b>", "")
+    assert words == _v1(client, "el gato come")[0] == "the cat eats"
+    assert "<b>cat</b>" in page  # a word-for-word toy: the tag stays on the word it wrapped
+
+
+def test_html_pages_as_a_list_and_an_unended_tag_refused(client):
+    pages = ["<i>el perro</i>", "<p>el gato come</p><p>el perro</p>", "<br>"]
+    answer = _html(client, pages).json()["translatedText"]
+    assert answer == [f"<i>{_v1(client, 'el perro')[0]}</i>", "<p>the cat eats</p><p>the dog</p>", "<br>"]
+    response = _html(client, '<a href="x')
+    assert response.status_code == 400 and "line 1" in response.json()["error"]
 
 
 # The cases of LibreTranslate's own API tests (libretranslate/tests/test_api), same shapes.

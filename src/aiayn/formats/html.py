@@ -24,14 +24,15 @@ naming its line and column (`HtmlError`): its text would otherwise be translated
 from __future__ import annotations
 
 import html as html_lib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
 
 from aiayn.config import DecodeConfig
 from aiayn.errors import AiaynError
 from aiayn.formats.inline import Atom, Node, Span, has_words
-from aiayn.formats.segments import translate_segments
+from aiayn.formats.segments import Aligned, SegmentPlan, carry_segments, plan_segments
 
 if TYPE_CHECKING:
     from aiayn.decode.translator import Translator
@@ -289,14 +290,37 @@ def render(node: Node, escape: Callable[[str], str]) -> str:
     return start + "".join(render(child, escape) for child in node.children) + end
 
 
+@dataclass
+class HtmlPlan:
+    """A page cut into its markup as written (str) and its segments, and their sentences."""
+
+    pieces: list[str | Span]
+    segments: SegmentPlan
+
+
+def plan_html(html: str, language: str) -> HtmlPlan:
+    """The sentences (in `language`) a page's text is translated as; raises HtmlError (an
+    AiaynError) for a tag or comment that never ends."""
+    pieces = page_pieces(html)
+    return HtmlPlan(pieces, plan_segments([piece for piece in pieces if isinstance(piece, Span)], language))
+
+
+def render_html(plan: HtmlPlan, best: Sequence[Aligned]) -> str:
+    """The page with its text replaced by `best` (the aligned translation of each of its
+    sentences) and its markup carried onto it."""
+    targets, escape = iter(carry_segments(plan.segments, best)), escaper(plan.pieces)
+    pieces = plan.pieces
+    return "".join(piece if isinstance(piece, str) else render(next(targets), escape) for piece in pieces)
+
+
 def translate_html(
     translator: Translator, html: str, options: DecodeConfig | None = None, **controls: Any
 ) -> str:
     """An HTML page or fragment with its text translated and its markup kept (see the module's
-    docstring); `options` and `controls` are `Translator.translate_batch`'s. Raises HtmlError (an
-    AiaynError) for a tag or comment that never ends."""
-    pieces = page_pieces(html)
-    units = [piece for piece in pieces if isinstance(piece, Span)]
-    targets = iter(translate_segments(translator, units, options, **controls))
-    escape = escaper(pieces)
-    return "".join(piece if isinstance(piece, str) else render(next(targets), escape) for piece in pieces)
+    docstring); `options` and `controls` are `Translator.translate_batch`'s, its sentences
+    translated in one call. Raises HtmlError (an AiaynError) for a tag or comment that never ends.
+    (The server sends `plan_html`'s sentences through its batcher and renders with `render_html`.)"""
+    plan = plan_html(html, translator.info.get("src_lang") or "en")
+    sentences = plan.segments.sentences
+    found = translator.translate_batch(sentences, options, **{**controls, "align": True}) if sentences else []
+    return render_html(plan, [hyps[0] for hyps in found])

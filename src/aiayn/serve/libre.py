@@ -2,7 +2,8 @@
 self-hosted LibreTranslate: browser extensions, chat plugins, Nextcloud, translate-shell, the
 `libretranslatepy` client):
 
-    POST /translate       {q: str | [str], source: "es" | "auto", target, format?: "text" | "html",
+    POST /translate       {q: str | [str], source: "es" | "auto", target, format?: "text" | "html"
+                           (markup kept: aiayn.formats.html, its sentences through the batcher),
                            alternatives?: int, api_key?} -> {translatedText, alternatives?,
                            detectedLanguage?} (lists for a list of texts)
     POST /detect          {q, api_key?} -> [{language, confidence}], best first (a list per text
@@ -34,7 +35,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from aiayn.decode.languages import target_languages
-from aiayn.errors import AiaynError
+from aiayn.formats.html import plan_html, render_html
 from aiayn.serve.api_keys import ApiKeys
 from aiayn.serve.batch import Item, Options, TranslatorLike, text_items
 from aiayn.serve.detect import identify, probability
@@ -53,12 +54,6 @@ NAMES = {
     "nl": "Dutch", "pl": "Polish", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sk": "Slovak",
     "sl": "Slovenian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
 }  # fmt: skip
-
-
-def translate_html(translator: TranslatorLike, text: str, **options: Any) -> str:
-    """`format: "html"`: the text of an HTML fragment translated, its tags put back. Not in this
-    version: a clear 400 instead of markup lost or translated as words."""
-    raise AiaynError("format html is not supported by this server yet; send format text")
 
 
 def languages(info: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -171,14 +166,42 @@ class LibreApi:
         alternatives = _alternatives(params)
         n_best = alternatives + 1
         search = {"beam_size": max(DEFAULT.beam_size, n_best), "n_best": n_best}
-        body = _checked(q, self.settings, **search, target=target if targets else None)
+        fields = {**search, "target": target if targets else None}
+        body = _checked(q, self.settings, **fields)
         if form == "html":
-            await run_in_threadpool(lambda: [translate_html(self.translator, t) for t in body.texts])
+            return JSONResponse(await self._html(request, body, fields, source, sources))
         items, costs = await run_in_threadpool(text_items, self.translator, body, self.settings)
         results = await self.run(request, items, Options(body.search), costs)
         return JSONResponse(
             await run_in_threadpool(self._answer, body, results, alternatives, source, sources)
         )
+
+    async def _html(
+        self, request: Request, body: TranslateRequest, fields: dict, source: str, sources: list[str]
+    ) -> dict:
+        """`format: "html"`: every page's sentences through the same items, limits and batcher as
+        text, with word alignments, and each page's markup carried onto its translation
+        (aiayn.formats.html). Alternatives of a page are not given (an empty list each)."""
+        language = sources[0] if sources else "en"
+        plans = await run_in_threadpool(lambda: [plan_html(page, language) for page in body.texts])
+        sentences = [s for plan in plans for s in plan.segments.sentences]
+        found: list = []
+        if sentences:
+            inner = _checked(sentences, self.settings, **fields)
+            items, costs = await run_in_threadpool(text_items, self.translator, inner, self.settings)
+            found = await self.run(request, items, Options(inner.search, align=True), costs)
+        pages, at = [], 0
+        for plan in plans:
+            n = len(plan.segments.sentences)
+            pages.append(await run_in_threadpool(render_html, plan, found[at : at + n]))
+            at += n
+        pick = (lambda values: values[0]) if isinstance(body.text, str) else (lambda values: values)  # noqa: E731
+        answer: dict[str, Any] = {"translatedText": pick(pages)}
+        if fields["n_best"] > 1:
+            answer["alternatives"] = pick([[] for _ in pages])
+        if source == "auto":
+            answer["detectedLanguage"] = pick(_detected(body.texts, sources[0] if sources else None))
+        return answer
 
     @staticmethod
     def _answer(body: TranslateRequest, results: list, alternatives: int, source: str, sources) -> dict:
