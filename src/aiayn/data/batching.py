@@ -13,9 +13,11 @@ dropped (counted in `n_oversized`), so no batch ever exceeds `max_tokens`. With 
 shuffled list is dealt out round-robin and the last `len % world_size` batches sit out that epoch
 (a different few each epoch): every rank runs the same number of steps, and the ranks' batches are
 disjoint. Everything is a function of (seed, epoch), so a position (epoch, index) resumes exactly:
-`BatchStream` is the trainers' endless stream of batches from such a position. With a `mix`
-(`aiayn.data.mixing.CorpusMix`: several weighted corpora) the permutation is of the epoch's pairs
-that the mix draws, repeats included, instead of every pair once.
+`BatchStream` is the trainers' endless stream of batches from such a position. The shuffled list
+does not depend on the number of ranks, so a run resumed on another number deals the rest of the
+epoch from the global batch where the others stopped (`start`): the same batches in the same order.
+With a `mix` (`aiayn.data.mixing.CorpusMix`: several weighted corpora) the permutation is of the
+epoch's pairs that the mix draws, repeats included, instead of every pair once.
 """
 
 from __future__ import annotations
@@ -148,16 +150,17 @@ class TokenBatchSampler:
         order, starts, shuffle = self._plan(epoch)
         return BatchPlan.of(order, starts, shuffle)
 
-    def batches(self, epoch: int) -> BatchPlan:
-        """This rank's batches for `epoch`: the same count on every rank, disjoint across ranks.
-        Only they are kept (the last epoch's are let go first)."""
-        if self._cache is not None and self._cache[0] == epoch:
+    def batches(self, epoch: int, start: int = 0) -> BatchPlan:
+        """This rank's batches for `epoch`, dealt from the epoch's global batch `start` on (a run
+        resumed on another number of ranks goes on where the others stopped): the same count on every
+        rank, disjoint across ranks. Only they are kept (the last epoch's are let go first)."""
+        if self._cache is not None and self._cache[0] == (epoch, start):
             return self._cache[1]
         self._cache = None
         order, starts, shuffle = self._plan(epoch)
-        per_rank = len(shuffle) // self.world_size
-        mine = BatchPlan.of(order, starts, shuffle[self.rank : per_rank * self.world_size : self.world_size])
-        self._cache = (epoch, mine)
+        end = start + (len(shuffle) - start) // self.world_size * self.world_size
+        mine = BatchPlan.of(order, starts, shuffle[start + self.rank : end : self.world_size])
+        self._cache = ((epoch, start), mine)
         return mine
 
     def num_batches(self, epoch: int = 0) -> int:
@@ -169,18 +172,20 @@ class TokenBatchSampler:
 
 
 class BatchStream:
-    """An endless stream of one rank's batches with a resumable position (epoch, index).
+    """An endless stream of one rank's batches with a resumable position (epoch, index, start).
 
-    `sampler.batches(epoch)` (a `TokenBatchSampler`'s, or any deterministic function of the epoch)
-    is a function of (seed, epoch, rank, world_size), so the position alone recovers where a run
-    stopped: resuming at (epoch, index) yields the batches the uninterrupted run would have taken.
+    `sampler.batches(epoch, start)` (a `TokenBatchSampler`'s, or any deterministic function of them)
+    is a function of (seed, epoch, start, rank, world_size), so the position alone recovers where a
+    run stopped: resuming at (epoch, index, start) yields the batches the uninterrupted run would have
+    taken. `start` is the epoch's global batch where the dealing began: 0, but for the epoch in
+    which a run resumed on another number of ranks (at global batch start + index x world_size).
     """
 
-    def __init__(self, sampler, epoch: int = 0, index: int = 0):
+    def __init__(self, sampler, epoch: int = 0, index: int = 0, start: int = 0):
         self.sampler = sampler
-        self.epoch, self.index = epoch, index
-        self._batches = sampler.batches(epoch)
-        if not self._batches:
+        self.epoch, self.index, self.start = epoch, index, start
+        self._batches = sampler.batches(epoch, start)
+        if not self._batches and not start:  # from a start, the epoch's rest may be too short to deal
             raise AiaynError("the training split yields no batches (is it empty, or max_tokens too small?)")
 
     @property
@@ -194,13 +199,13 @@ class BatchStream:
         return self.epoch + self.end_of_epoch
 
     @property
-    def position(self) -> tuple[int, int]:
-        return self.epoch, self.index
+    def position(self) -> tuple[int, int, int]:
+        return self.epoch, self.index, self.start
 
     def next(self):
         """The next batch's example indices, crossing into the next epoch when one ends."""
         if self.end_of_epoch:
-            self.epoch, self.index = self.epoch + 1, 0
+            self.epoch, self.index, self.start = self.epoch + 1, 0, 0
             self._batches = self.sampler.batches(self.epoch)
             if not self._batches:
                 raise AiaynError(f"epoch {self.epoch} of the training split yields no batches")
