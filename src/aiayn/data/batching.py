@@ -24,11 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from aiayn.config import BOS_ID, PAD_ID
+from aiayn.data.plan_cache import PlanCache, digest
 from aiayn.errors import AiaynError
 
 DEFAULT_WINDOW = 1 << 17  # sentences sorted together: the whole corpus below ~131k pairs
@@ -95,6 +97,7 @@ class TokenBatchSampler:
         world_size: int = 1,
         window: int = DEFAULT_WINDOW,
         mix=None,
+        cache: str | Path | None = None,
     ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is not in [0, world_size={world_size})")
@@ -117,16 +120,30 @@ class TokenBatchSampler:
         self._shift = 16 if len(self.widths) == 0 or self.widths.max() < 1 << 16 else 32
         dtype = np.uint32 if self._shift == 16 else np.uint64
         self._keys = (self.widths.astype(dtype) << dtype(self._shift)) | self.src_lengths.astype(dtype)
-        self._cache: tuple[int, BatchPlan] | None = None
+        self._cache: tuple[tuple[int, int], BatchPlan] | None = None
+        self.plans = None  # `cache`: the epochs' plans kept in that directory (aiayn.data.plan_cache)
+        if cache is not None:
+            self.plans = PlanCache(cache, digest(self._keys, self._shift, seed, max_tokens, window))
 
     def _plan(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(order, starts, shuffle) of an epoch: the sentences sorted window by window, where each
-        batch begins in that order (with the end appended), and the batches' shuffled order."""
+        batch begins in that order (with the end appended), and the batches' shuffled order; read
+        from the cache directory when it holds them, else computed (and kept there)."""
+        pool = None if self.mix is None else self.mix.indices(epoch)  # (m,) the epoch's pairs, repeated
+        if self.plans is None:
+            return self._compute(epoch, pool)
+        drawn = "" if pool is None else digest(pool)
+        plan = self.plans.load(epoch, drawn)
+        if plan is None:
+            plan = self._compute(epoch, pool)
+            self.plans.store(epoch, *plan, pool=drawn)
+        return plan
+
+    def _compute(self, epoch: int, pool: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rng = np.random.default_rng([self.seed, epoch])
-        if self.mix is None:
+        if pool is None:
             order = rng.permutation(np.arange(len(self.widths), dtype=np.int32))  # (n,) ties broken at random
         else:
-            pool = self.mix.indices(epoch)  # (m,) the epoch's pairs, repeats included
             order = pool[rng.permutation(len(pool))]
         keys = self._keys[order]  # (n,) width, then source length
         fits = (keys >> keys.dtype.type(self._shift)) <= self.max_tokens

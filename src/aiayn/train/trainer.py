@@ -29,6 +29,7 @@ from aiayn.data.batching import BatchStream, TokenBatchSampler, collate
 from aiayn.data.datadir import DataDir
 from aiayn.data.dataset import TokenDataset, has_split
 from aiayn.data.mixing import read_mix
+from aiayn.data.plan_cache import CACHE_DIR
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
 from aiayn.runtime import kernels
@@ -98,6 +99,7 @@ class Trainer:
             rank=env.rank,
             world_size=env.world_size,
             mix=read_mix(data_dir, DataDir(data_dir).meta, self.t.seed, len(self.train_data)),
+            cache=data_dir / CACHE_DIR,  # the epoch's plan, sorted once for every start and rank
         )
         self.stream = BatchStream(sampler, self.state.epoch, self.state.index, self.state.start)
         self.dev = self._dev_sets()
