@@ -38,8 +38,8 @@ def progress_bar(progress: bool):
 
 
 def resumable(args: argparse.Namespace) -> bool:
-    """Whether the input is a file translated line by line (the output being a regular file): a job
-    in parts that resumes."""
+    """Whether a translation into a regular file (the caller checks -o) is a job in parts that
+    resumes: a file read line by line (not stdin, not --document)."""
     return bool(args.input) and not args.document
 
 
