@@ -13,7 +13,7 @@ from aiayn.config import DecodeConfig, ModelConfig, TrainConfig
 _renamed.install()  # moved modules keep their old names, with a DeprecationWarning
 
 __all__ = ["ModelConfig", "TrainConfig", "DecodeConfig", "Transformer", "Translator"]
-__version__ = "0.1.0"
+__version__ = "1.0.0"  # the release (CHANGELOG.md); pyproject.toml reads it from here
 
 _LAZY = {"Transformer": "aiayn.model.transformer", "Translator": "aiayn.decode.translator"}
 

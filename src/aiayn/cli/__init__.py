@@ -14,10 +14,18 @@ import os
 import sys
 from collections.abc import Callable
 
+from aiayn import __version__
 from aiayn.apps.quickstart import QUICKSTART_CORPUS, QUICKSTART_OUT, QUICKSTART_STEPS
 from aiayn.cli import constituency, translate_job
 from aiayn.cli import prepare as prepare_cli
-from aiayn.cli.decoding import add_draft_options, add_search_options, decode_config, draft_summary
+from aiayn.cli.decoding import (
+    add_draft_options,
+    add_search_options,
+    add_target_option,
+    decode_config,
+    draft_summary,
+    target_language,
+)
 from aiayn.cli.options import (
     add_device_option,
     add_set_option,
@@ -203,6 +211,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     )
     g.add_argument("--replace-unk", action="store_true", help="<unk> words become their aligned source word")
     g.add_argument("--document", action="store_true", help="the input is one document: split into sentences")
+    add_target_option(g)
     translate_job.add_progress_option(p)
     p.set_defaults(handler=_run_translate)
 
@@ -246,6 +255,7 @@ def _run_translate(args: argparse.Namespace) -> None:
     resumable = args.output and _regular(args.output) and translate_job.resumable(args)
     job = translate_job.open_job(args) if resumable else None  # parts of another job refused here
     translator = Translator(load_bundle(dirs, args.device, int8=args.int8, draft=args.draft))
+    controls["target_language"] = target_language(args, translator.info)
     progress = translate_job.show_progress(args)
     if job is not None:  # a file into a file: a job in parts that resumes
         job.run(translate_job.render(translator, options, args.input, controls), progress)
@@ -366,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aiayn", description="The Transformer of 'Attention Is All You Need': train, translate, serve."
     )
+    parser.add_argument("--version", action="version", version=f"aiayn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS + _extra_commands():
         add(sub)

@@ -1,6 +1,8 @@
 """The model directory: what `translate`, `evaluate`, `serve` and `Translator.load` take.
 
-    config.json        {"format_version", "model": ModelConfig, "src_lang", "tgt_lang", "tokenizer"}
+    config.json        {"format_version", "aiayn_version" (the release that wrote it), "model": ModelConfig,
+                        "src_lang", "tgt_lang", "tokenizer"}; a multilingual model's "target_languages"
+                        and "target_tag" (aiayn.decode.languages)
     model.safetensors  the weights (no pickle: loading a model someone else made runs no code)
     spm.model          the SentencePiece model (or the files named in config.json's "tokenizer")
 
@@ -21,6 +23,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 from torch import nn
 
+from aiayn import __version__
 from aiayn.config import FORMAT_VERSION, ConfigError, ModelConfig
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
@@ -31,8 +34,9 @@ _LAYER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.")
 
 
 def write_config(out_dir: Path, config: ModelConfig, **info: Any) -> None:
-    """Write config.json: the model config plus languages, tokenizer settings and the like."""
-    data = {"format_version": FORMAT_VERSION, "model": config.to_dict(), **info}
+    """Write config.json: the model config plus languages, tokenizer settings and the like, and the
+    aiayn release that wrote it (`aiayn_version`)."""
+    data = {"format_version": FORMAT_VERSION, "aiayn_version": __version__, "model": config.to_dict(), **info}
     data.setdefault("tokenizer", {"type": "sentencepiece", "model": SPM_FILE})
     write_config_json(out_dir, data)
 

@@ -1,8 +1,10 @@
 """The run directory: resolved config, run metadata, resume detection and `--init-from`.
 
 RUN_DIR/config.yaml      the RunConfig actually used (vocab_size from the data's spm.model)
-RUN_DIR/run.json         the data directory, languages, world size, the model started from, the
-                         longest training source (tokens with EOS: translating splits far longer ones)
+RUN_DIR/run.json         the aiayn release, the data directory, languages (with a multilingual
+                         model's target languages and their tag), world size, the model started
+                         from, the longest training source (tokens with EOS: translating splits far
+                         longer ones)
 RUN_DIR/spm.model        a copy of the data's SentencePiece model (for `aiayn average`)
 RUN_DIR/checkpoints/     see checkpoint.py
 """
@@ -16,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.torch import load_file, load_model
 
+from aiayn import __version__
 from aiayn.config import ModelConfig, RunConfig
 from aiayn.data.datadir import DataDir
 from aiayn.errors import AiaynError
@@ -132,6 +135,7 @@ def write_run_files(
             note = f"note: {run_dir} was trained on {trained_on} until now; it goes on with {data_dir}"
             print(note, flush=True)
     info = {
+        "aiayn_version": __version__,  # the release that started or resumed the run last
         "data_dir": str(data_dir.resolve()),
         "src_lang": meta.get("src_lang"),
         "tgt_lang": meta.get("tgt_lang"),
@@ -141,6 +145,8 @@ def write_run_files(
             data, _recorded(run_dir, "longest_source", int) if resuming else None
         ),
     }
+    if meta.get("target_languages"):  # a multilingual model: the tag that chooses each language
+        info.update(target_languages=meta["target_languages"], target_tag=meta.get("target_tag"))
     if meta.get("task") == "parse":  # the model directory says what it is (aiayn.parse.parser)
         info.update(task="parse", parse=meta.get("parse"))
     atomic_write_text(run_dir / RUN_INFO, json.dumps(info, indent=2) + "\n")

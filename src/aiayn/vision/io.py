@@ -1,6 +1,6 @@
 """The image-model directory: what `aiayn vision-attention` and `load_vision_model` take.
 
-config.json        {"format_version", "task": "image-classification", "vision": VisionConfig,
+config.json        {"format_version", "aiayn_version", "task": "image-classification", "vision": VisionConfig,
                     "classes": [...], plus test accuracy and the like}
 model.safetensors  the weights (no pickle)
 """
@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from aiayn import __version__
 from aiayn.config import FORMAT_VERSION, ConfigError
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_weights, read_config_json, save_weights, write_config_json
@@ -26,6 +27,7 @@ def save_vision_model(model: VisionTransformer, out_dir: str | Path, classes: li
     out = save_weights(model, out_dir)
     data = {
         "format_version": FORMAT_VERSION,
+        "aiayn_version": __version__,
         "task": TASK,
         "vision": model.config.to_dict(),
         "classes": list(classes),
