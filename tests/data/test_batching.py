@@ -105,6 +105,31 @@ def test_batch_stream_resumes_exactly_from_a_position(lengths):
     assert end.end_of_epoch and end.epochs_done == 1 and taken(end, 1) == [full[per_epoch]]
 
 
+@pytest.mark.parametrize(("before", "after", "updates"), [(2, 3, 3), (3, 2, 2), (4, 1, 1), (1, 2, 5)])
+def test_ranks_resumed_on_another_number_go_on_with_the_global_order(lengths, before, after, updates):
+    """`before` ranks take `updates` batches each; `after` ranks resumed at that global batch deal the
+    rest of the epoch from it: together, the epoch's global list in order (only a short tail, less than
+    `after` batches, sits out), each batch once."""
+    src, tgt = lengths
+    everything = TokenBatchSampler(src, tgt, MAX_TOKENS, seed=3).global_batches(1)
+
+    def ranks(n: int, start: int = 0) -> list[list[list[int]]]:
+        return [TokenBatchSampler(src, tgt, MAX_TOKENS, 3, r, n).batches(1, start) for r in range(n)]
+
+    first = [batch for k in range(updates) for rank in ranks(before) for batch in [rank[k]]]
+    start = updates * before
+    then = ranks(after, start)
+    rest = [rank[k] for k in range(len(then[0])) for rank in then]
+    assert first + rest == everything[: len(first) + len(rest)]
+    assert len(everything) - after < len(first) + len(rest) <= len(everything)
+    stream = BatchStream(TokenBatchSampler(src, tgt, MAX_TOKENS, 3, 1 % after, after), 1, 0, start)
+    assert [stream.next() for _ in range(len(then[0]))] == then[1 % after] and stream.position[2] == start
+    assert stream.next() == TokenBatchSampler(src, tgt, MAX_TOKENS, 3, 1 % after, after).batches(2)[0]
+    assert stream.position == (2, 1, 0)  # the next epoch is dealt from its start
+    last = BatchStream(TokenBatchSampler(src, tgt, MAX_TOKENS, 3, 0, 2), 1, 0, len(everything) - 1)
+    assert last.end_of_epoch and last.next() == TokenBatchSampler(src, tgt, MAX_TOKENS, 3, 0, 2).batches(2)[0]
+
+
 def test_batch_stream_refuses_an_epoch_without_batches():
     sampler = TokenBatchSampler(np.array([50]), np.array([50]), max_tokens=10)
     with pytest.raises(AiaynError, match="yields no batches"):

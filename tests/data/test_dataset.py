@@ -88,3 +88,13 @@ def test_an_index_of_the_wrong_arrays_is_refused(tmp_path):
     np.savez(tmp_path / "train.index.npz", src=np.array([0, 3]))
     with pytest.raises(AiaynError, match=r"damaged index \(.*tgt"):
         TokenDataset(tmp_path, "train")
+
+
+def test_an_index_is_read_once_while_it_stays_the_same(tmp_path):
+    """A start reads the train index for its checks and for the trainer: one read, shared read-only;
+    an index written again is read again."""
+    _write(tmp_path, [([[5, 6, 7], [8]], [[9], [10, 11]])])
+    first, second = TokenDataset(tmp_path, "train"), TokenDataset(tmp_path, "train")
+    assert first._offsets[0] is second._offsets[0] and not first._offsets[0].flags.writeable
+    _write(tmp_path, [([[5], [8, 9, 10], [1]], [[9], [10], [2]])])
+    assert TokenDataset(tmp_path, "train").src_lengths.tolist() == [2, 4, 2]

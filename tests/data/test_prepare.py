@@ -101,6 +101,16 @@ def test_force_never_deletes_files_prepare_did_not_write(tmp_path, corpus):
     assert (out / "raw" / "notes.txt").read_text() == "keep me" and (out / "meta.json").read_text() == meta
 
 
+def test_force_removes_the_trainers_plan_cache(tmp_path, corpus):
+    """The batch plans a trainer keeps in the data directory (aiayn.data.plan_cache) are derived from
+    it: --force rebuilds without them, not refusing them as someone else's."""
+    out = _prepare_corpus(tmp_path / "data", corpus)
+    (out / "plan-cache").mkdir()
+    (out / "plan-cache" / "0123abcd-00000.npz").write_bytes(b"plan")
+    _prepare_corpus(out, corpus, force=True)
+    assert not (out / "plan-cache").exists() and (out / "meta.json").is_file()
+
+
 def test_a_prepared_directory_is_reused_only_for_its_own_corpus(tmp_path, corpus, write_corpus):
     """Another corpus (here: a train file that is missing) is refused, not answered with the old data."""
     out = _prepare_corpus(tmp_path / "data", corpus)

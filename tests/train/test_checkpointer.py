@@ -73,3 +73,21 @@ def test_one_processs_rng_state_as_older_checkpoints_kept_it(tmp_path):
     torch.save(saved, path / checkpoint.STATE)
     state, _ = Checkpointer(tmp_path, ONE, model, optimizer, keep_last=2).restore()
     assert (state.step, state.epoch) == (4, 1) and torch.equal(torch.rand(2), expected)
+
+
+def test_on_another_number_of_ranks_the_position_is_the_global_batch_reached(tmp_path, capsys):
+    """Saved by 2 ranks at their batch 5 of epoch 1 (a share that began at global batch 3), restored on
+    1: global batch 3 + 5 x 2 = 13 is where it deals from; the ranks' RNG states are not restored."""
+    model, optimizer = trained(0)
+    two = DistEnv(0, 2, torch.device("cpu"))
+    keeper = Checkpointer(tmp_path, two, model, optimizer, keep_last=2)
+    keeper.env = ONE  # rank 0 writes as it would with a second rank (all_gather aside)
+    path = keeper.save(LoopState(step=9), (1, 5, 3), 1.0)
+    saved = torch.load(path / checkpoint.STATE, weights_only=True)
+    torch.save({**saved, "world_size": 2, "rng": saved["rng"] * 2}, path / checkpoint.STATE)
+    torch.manual_seed(123)
+    expected = torch.rand(2)
+    torch.manual_seed(123)
+    state, _ = Checkpointer(tmp_path, ONE, model, optimizer, keep_last=2).restore()
+    assert (state.epoch, state.index, state.start) == (1, 0, 13)
+    assert torch.equal(torch.rand(2), expected)  # this process's own RNG, not rank 0's saved one

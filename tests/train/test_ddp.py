@@ -176,3 +176,34 @@ def test_the_timeout_reaches_the_process_group_and_must_be_positive(monkeypatch)
         distributed.peer_lost(RuntimeError("NCCL error: unhandled cuda error"), two, 5) is None
     )  # not a peer
     assert "rank 1 of 2" in str(distributed.peer_lost(RuntimeError("[gloo] Timed out"), two, 5))
+
+
+@pytest.mark.slow
+def test_a_run_resumed_on_two_ranks_keeps_its_update_and_its_batches(data_dir, tmp_path):
+    """Two updates of one rank with accumulation 2, then two more on two ranks (torchrun, gloo):
+    rank 0 alone says so in one line, each rank takes one batch an update (2 x 1 = 1 x 2), and the
+    weights are those of four updates on one rank (the same batches in the same updates)."""
+    config = tiny_config(max_steps=4, accumulation=2, adam_eps=1e-6)  # dropout off, eps: as above
+    config = config.replace(model=config.model.replace(dropout=0.0))
+    config_file = tmp_path / "run.yaml"
+    config.to_yaml(config_file)
+    run = tmp_path / "run"
+    train(data_dir, run, config.replace(train=config.train.replace(max_steps=2)), progress=False)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    command += ["-m", "aiayn", "train", str(data_dir), "--out", str(run), "--config", str(config_file)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [*command, "--no-progress", "--device", "cpu"], env=env, cwd=ROOT, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = (
+        "resuming on 2 ranks, saved on 1 rank: accumulation 2 -> 1 keeps 2 batches of up to 200 tokens "
+        "an update; the batches go on in the same order, dropout draws afresh"
+    )
+    assert done.stdout.count(line) == 1, done.stdout
+    straight = train(data_dir, tmp_path / "straight", config, progress=False)
+    resumed = load_file(str(run / "checkpoints" / "step_000004" / "model.safetensors"))
+    one = load_file(str(straight.checkpoint / "model.safetensors"))
+    for name in one:
+        torch.testing.assert_close(resumed[name], one[name], rtol=0, atol=1e-5)

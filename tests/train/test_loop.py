@@ -186,10 +186,11 @@ def test_a_resume_drops_the_rows_logged_after_its_checkpoint(tmp_path):
     assert train_rows(tmp_path) == [1, 2, 3, 4, 5, 6]
 
 
-def test_another_world_size_rescales_the_data_position(tmp_path):
+def test_another_world_size_deals_from_the_global_batch_reached(tmp_path):
     StandIn(tmp_path, max_steps=3).run()  # one rank, batch 3 of epoch 0 next
     two_ranks = StandIn(tmp_path, max_steps=6, world_size=2)
-    assert (two_ranks.state.epoch, two_ranks.state.index) == (0, 1)  # each rank's shard is half as long
+    state = two_ranks.state
+    assert (state.epoch, state.index, state.start) == (0, 0, 3)  # the two ranks deal from global batch 3
 
 
 def test_a_checkpoint_of_another_state_version_is_refused(tmp_path):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from aiayn import __version__
 from aiayn.apps.quickstart import QUICKSTART_CORPUS, QUICKSTART_OUT, QUICKSTART_STEPS
-from aiayn.cli import constituency
+from aiayn.cli import constituency, translate_job
 from aiayn.cli import prepare as prepare_cli
 from aiayn.cli.decoding import (
     add_draft_options,
@@ -216,6 +216,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--document", action="store_true", help="the input is one document: split into sentences")
     add_target_option(g)
     add_format_option(g)
+    translate_job.add_progress_option(p)
     p.set_defaults(handler=_run_translate)
 
 
@@ -256,10 +257,16 @@ def _run_translate(args: argparse.Namespace) -> None:
     controls = _controls(args)
     check_line_counts(args, controls)
     dirs = args.model_dirs[0] if len(args.model_dirs) == 1 else args.model_dirs
+    resumable = args.output and _regular(args.output) and translate_job.resumable(args)
+    job = translate_job.open_job(args) if resumable else None  # parts of another job refused here
     translator = Translator(load_bundle(dirs, args.device, int8=args.int8, draft=args.draft))
     controls["target_language"] = target_language(args, translator.info)
     if args.format != "text":
         return translate_formatted(args, translator, options, controls)
+    progress = translate_job.show_progress(args)
+    if job is not None:  # a file into a file: a job in parts that resumes
+        job.run(translate_job.render(translator, options, args.input, controls), progress)
+        return draft_summary(translator, options)
     with contextlib.ExitStack() as stack:
         lines = stack.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         name = args.input or "<stdin>"
@@ -272,7 +279,10 @@ def _run_translate(args: argparse.Namespace) -> None:
         if document is not None:
             out.write(translate_document(translator, document, options, **controls))
         else:
-            translate_stream(translator, lines, out, sys.stderr, name, options=options, **controls)
+            bar = stack.enter_context(translate_job.progress_bar(progress))
+            translate_stream(
+                translator, lines, out, sys.stderr, name, options=options, progress=bar.update, **controls
+            )
     draft_summary(translator, options)
 
 

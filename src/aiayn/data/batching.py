@@ -13,20 +13,24 @@ dropped (counted in `n_oversized`), so no batch ever exceeds `max_tokens`. With 
 shuffled list is dealt out round-robin and the last `len % world_size` batches sit out that epoch
 (a different few each epoch): every rank runs the same number of steps, and the ranks' batches are
 disjoint. Everything is a function of (seed, epoch), so a position (epoch, index) resumes exactly:
-`BatchStream` is the trainers' endless stream of batches from such a position. With a `mix`
-(`aiayn.data.mixing.CorpusMix`: several weighted corpora) the permutation is of the epoch's pairs
-that the mix draws, repeats included, instead of every pair once.
+`BatchStream` is the trainers' endless stream of batches from such a position. The shuffled list
+does not depend on the number of ranks, so a run resumed on another number deals the rest of the
+epoch from the global batch where the others stopped (`start`): the same batches in the same order.
+With a `mix` (`aiayn.data.mixing.CorpusMix`: several weighted corpora) the permutation is of the
+epoch's pairs that the mix draws, repeats included, instead of every pair once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from aiayn.config import BOS_ID, PAD_ID
+from aiayn.data.plan_cache import PlanCache, digest
 from aiayn.errors import AiaynError
 
 DEFAULT_WINDOW = 1 << 17  # sentences sorted together: the whole corpus below ~131k pairs
@@ -93,6 +97,7 @@ class TokenBatchSampler:
         world_size: int = 1,
         window: int = DEFAULT_WINDOW,
         mix=None,
+        cache: str | Path | None = None,
     ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is not in [0, world_size={world_size})")
@@ -115,16 +120,30 @@ class TokenBatchSampler:
         self._shift = 16 if len(self.widths) == 0 or self.widths.max() < 1 << 16 else 32
         dtype = np.uint32 if self._shift == 16 else np.uint64
         self._keys = (self.widths.astype(dtype) << dtype(self._shift)) | self.src_lengths.astype(dtype)
-        self._cache: tuple[int, BatchPlan] | None = None
+        self._cache: tuple[tuple[int, int], BatchPlan] | None = None
+        self.plans = None  # `cache`: the epochs' plans kept in that directory (aiayn.data.plan_cache)
+        if cache is not None:
+            self.plans = PlanCache(cache, digest(self._keys, self._shift, seed, max_tokens, window))
 
     def _plan(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(order, starts, shuffle) of an epoch: the sentences sorted window by window, where each
-        batch begins in that order (with the end appended), and the batches' shuffled order."""
+        batch begins in that order (with the end appended), and the batches' shuffled order; read
+        from the cache directory when it holds them, else computed (and kept there)."""
+        pool = None if self.mix is None else self.mix.indices(epoch)  # (m,) the epoch's pairs, repeated
+        if self.plans is None:
+            return self._compute(epoch, pool)
+        drawn = "" if pool is None else digest(pool)
+        plan = self.plans.load(epoch, drawn)
+        if plan is None:
+            plan = self._compute(epoch, pool)
+            self.plans.store(epoch, *plan, pool=drawn)
+        return plan
+
+    def _compute(self, epoch: int, pool: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rng = np.random.default_rng([self.seed, epoch])
-        if self.mix is None:
+        if pool is None:
             order = rng.permutation(np.arange(len(self.widths), dtype=np.int32))  # (n,) ties broken at random
         else:
-            pool = self.mix.indices(epoch)  # (m,) the epoch's pairs, repeats included
             order = pool[rng.permutation(len(pool))]
         keys = self._keys[order]  # (n,) width, then source length
         fits = (keys >> keys.dtype.type(self._shift)) <= self.max_tokens
@@ -148,16 +167,17 @@ class TokenBatchSampler:
         order, starts, shuffle = self._plan(epoch)
         return BatchPlan.of(order, starts, shuffle)
 
-    def batches(self, epoch: int) -> BatchPlan:
-        """This rank's batches for `epoch`: the same count on every rank, disjoint across ranks.
-        Only they are kept (the last epoch's are let go first)."""
-        if self._cache is not None and self._cache[0] == epoch:
+    def batches(self, epoch: int, start: int = 0) -> BatchPlan:
+        """This rank's batches for `epoch`, dealt from the epoch's global batch `start` on (a run
+        resumed on another number of ranks goes on where the others stopped): the same count on every
+        rank, disjoint across ranks. Only they are kept (the last epoch's are let go first)."""
+        if self._cache is not None and self._cache[0] == (epoch, start):
             return self._cache[1]
         self._cache = None
         order, starts, shuffle = self._plan(epoch)
-        per_rank = len(shuffle) // self.world_size
-        mine = BatchPlan.of(order, starts, shuffle[self.rank : per_rank * self.world_size : self.world_size])
-        self._cache = (epoch, mine)
+        end = start + (len(shuffle) - start) // self.world_size * self.world_size
+        mine = BatchPlan.of(order, starts, shuffle[start + self.rank : end : self.world_size])
+        self._cache = ((epoch, start), mine)
         return mine
 
     def num_batches(self, epoch: int = 0) -> int:
@@ -169,18 +189,20 @@ class TokenBatchSampler:
 
 
 class BatchStream:
-    """An endless stream of one rank's batches with a resumable position (epoch, index).
+    """An endless stream of one rank's batches with a resumable position (epoch, index, start).
 
-    `sampler.batches(epoch)` (a `TokenBatchSampler`'s, or any deterministic function of the epoch)
-    is a function of (seed, epoch, rank, world_size), so the position alone recovers where a run
-    stopped: resuming at (epoch, index) yields the batches the uninterrupted run would have taken.
+    `sampler.batches(epoch, start)` (a `TokenBatchSampler`'s, or any deterministic function of them)
+    is a function of (seed, epoch, start, rank, world_size), so the position alone recovers where a
+    run stopped: resuming at (epoch, index, start) yields the batches the uninterrupted run would have
+    taken. `start` is the epoch's global batch where the dealing began: 0, but for the epoch in
+    which a run resumed on another number of ranks (at global batch start + index x world_size).
     """
 
-    def __init__(self, sampler, epoch: int = 0, index: int = 0):
+    def __init__(self, sampler, epoch: int = 0, index: int = 0, start: int = 0):
         self.sampler = sampler
-        self.epoch, self.index = epoch, index
-        self._batches = sampler.batches(epoch)
-        if not self._batches:
+        self.epoch, self.index, self.start = epoch, index, start
+        self._batches = sampler.batches(epoch, start)
+        if not self._batches and not start:  # from a start, the epoch's rest may be too short to deal
             raise AiaynError("the training split yields no batches (is it empty, or max_tokens too small?)")
 
     @property
@@ -194,13 +216,13 @@ class BatchStream:
         return self.epoch + self.end_of_epoch
 
     @property
-    def position(self) -> tuple[int, int]:
-        return self.epoch, self.index
+    def position(self) -> tuple[int, int, int]:
+        return self.epoch, self.index, self.start
 
     def next(self):
         """The next batch's example indices, crossing into the next epoch when one ends."""
         if self.end_of_epoch:
-            self.epoch, self.index = self.epoch + 1, 0
+            self.epoch, self.index, self.start = self.epoch + 1, 0, 0
             self._batches = self.sampler.batches(self.epoch)
             if not self._batches:
                 raise AiaynError(f"epoch {self.epoch} of the training split yields no batches")

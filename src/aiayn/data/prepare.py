@@ -177,7 +177,7 @@ def _language(path: str | Path | None, default: str) -> str:
 # What `prepare` writes (DataDir's files): only these are replaced by --force
 _OWN_FILES = re.compile(
     r"meta\.json|spm\.model|spm\.vocab|\w+\.(src|tgt)\.bin|\w+\.index\.npz|raw/\w+\.(src|tgt|tree)"
-    r"|train\.corpus\.npy|cleaning/\w+\.(tsv|npy)"
+    r"|train\.corpus\.npy|cleaning/\w+\.(tsv|npy)|plan-cache/[^/]+"  # the trainer's (aiayn.data.plan_cache)
 )
 
 

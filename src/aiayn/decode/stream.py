@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any, BinaryIO
 
 from aiayn.config import DecodeConfig
@@ -123,6 +123,38 @@ def _per_line(values: list | None, start: int, count: int, what: str, name: str)
     return values[start : start + count]
 
 
+def translate_lines(
+    translator: Translator,
+    chunk: list[str],
+    first: int,
+    options: DecodeConfig,
+    warn: IO[str],
+    name: str = "<stdin>",
+    progress: Callable[[int], None] | None = None,
+    **controls: Any,
+) -> str:
+    """The output text of `chunk`, input lines first + 1 .. first + len(chunk) of `name`.
+
+    `controls` are `Translator.translate_batch`'s keywords, where `prefix` and `constraints` hold one
+    entry per line of the whole input. Each line's samples are seeded by its line number, so the
+    output does not depend on how the input is cut into chunks. `progress(n)` hears of each batch.
+    """
+    on_split = functools.partial(_warn_split, warn, name, first)
+    per_line = {
+        "prefix": _per_line(controls.pop("prefix", None), first, len(chunk), "the prefix file", name),
+        "constraints": _per_line(
+            controls.pop("constraints", None), first, len(chunk), "the constraints file", name
+        ),
+    }
+    keys = list(range(first, first + len(chunk)))
+    results = translator.translate_batch(
+        chunk, options, on_split=on_split, progress=progress, keys=keys, **controls, **per_line
+    )
+    if options.n_best > 1:
+        return format_nbest(first + 1, results)
+    return "".join(_line(hyps[0]) + "\n" for hyps in results)
+
+
 def translate_stream(
     translator: Translator,
     lines: BinaryIO,
@@ -131,6 +163,7 @@ def translate_stream(
     name: str = "<stdin>",
     max_lines: int = 1000,
     options: DecodeConfig | None = None,
+    progress: Callable[[int], None] | None = None,
     **controls: Any,
 ) -> int:
     """Translate every line of `lines` (bytes) to `out`, flushing after each chunk; returns the count.
@@ -138,25 +171,18 @@ def translate_stream(
     `options`: the search (default: the paper's); `controls` are `Translator.translate_batch`'s other
     keywords (sample, align, prefix, constraints, ...), where `prefix` and `constraints` hold one
     entry per input line. Over-long lines are translated sentence by sentence with a warning on
-    `warn` that names the line.
+    `warn` that names the line. `progress(n)` hears of each chunk of n lines written.
     """
     done = 0
     options = options or DecodeConfig()
-    prefix, constraints = controls.pop("prefix", None), controls.pop("constraints", None)
     for chunk in read_chunks(lines, name, max_lines):
-        on_split = functools.partial(_warn_split, warn, name, done)
-        per_line = {
-            "prefix": _per_line(prefix, done, len(chunk), "the prefix file", name),
-            "constraints": _per_line(constraints, done, len(chunk), "the constraints file", name),
-        }
-        results = translator.translate_batch(chunk, options, on_split=on_split, **controls, **per_line)
-        if options.n_best > 1:
-            out.write(format_nbest(done + 1, results))
-        else:
-            out.write("".join(_line(hyps[0]) + "\n" for hyps in results))
+        out.write(translate_lines(translator, chunk, done, options, warn, name, **controls))
         out.flush()
         done += len(chunk)
-    for values, what in ((prefix, "the prefix file"), (constraints, "the constraints file")):
+        if progress is not None:
+            progress(len(chunk))
+    for key, what in (("prefix", "the prefix file"), ("constraints", "the constraints file")):
+        values = controls.get(key)
         if values is not None and len(values) > done:
             raise AiaynError(f"{what} has {len(values)} lines; {name} has {done}: they must match")
     return done

@@ -2,8 +2,9 @@
 
 `LoopState` is what a checkpoint carries besides weights, optimizer and RNG states: the step, the
 data position, the counts behind the stop rules. `Checkpointer.restore` reads the newest checkpoint
-of a run directory back into the model, the optimizer and this rank's RNG (another world size
-re-shards the batches, so the data position is rescaled and the resume is no longer exact);
+of a run directory back into the model, the optimizer and this rank's RNG (on another number of
+ranks the position becomes the epoch's global batch, where the new ranks' dealing starts, and the
+ranks' RNG states, which have no counterpart, are not restored);
 `Checkpointer.save` writes one atomically (aiayn.train.checkpoint) with every rank's RNG state.
 Whatever else a trainer keeps (a loss scaler, a kernel choice) travels as plain values in `extra`.
 """
@@ -29,8 +30,9 @@ class LoopState:
     """Everything besides weights, optimizer and RNG that a checkpoint must carry for exact resume."""
 
     step: int = 0
-    epoch: int = 0  # data position: the next batch is batches(epoch)[index]
+    epoch: int = 0  # data position: the next batch is batches(epoch, start)[index]
     index: int = 0
+    start: int = 0  # the epoch's global batch where this rank's share began (aiayn.data.batching)
     tokens: int = 0  # what the updates trained on, all ranks: target tokens, or images
     seconds: float = 0.0  # wall-clock time of the run so far, across resumes
     best_dev_loss: float | None = None
@@ -65,18 +67,20 @@ class Checkpointer:
         world_size = saved.get("world_size", 1)
         if world_size == self.env.world_size:
             checkpoint.set_rng_state(rngs[self.env.rank])
-        else:  # another world size: batches are re-sharded, so the resume cannot be exact
-            state.index = state.index * world_size // self.env.world_size
+        else:  # another number of ranks: they deal the rest of the epoch from the global batch reached
+            state.start, state.index = state.start + state.index * world_size, 0
         if self.env.is_main:
             print(f"resuming from {path} (step {state.step})", flush=True)
         self.path, self.step = path, state.step
         return state, saved
 
-    def save(self, state: LoopState, position: tuple[int, int], seconds: float, extra: dict | None = None):
+    def save(self, state: LoopState, position: tuple[int, ...], seconds: float, extra: dict | None = None):
         """Checkpoint the weights and everything else exact resume needs: `state` with the data
-        `position` (epoch, index) and the run's `seconds` written into it, every rank's RNG state,
-        and `extra` (plain values only). Every rank calls it; rank 0 writes. -> the checkpoint's path."""
-        state.epoch, state.index = position
+        `position` (epoch, index, and start when not 0) and the run's `seconds` written into it, every
+        rank's RNG state, and `extra` (plain values only). Every rank calls it; rank 0 writes.
+        -> the checkpoint's path."""
+        state.epoch, state.index = position[:2]
+        state.start = position[2] if len(position) > 2 else 0
         state.seconds = seconds
         rngs = [checkpoint.rng_state()]
         if self.env.distributed:

@@ -29,6 +29,7 @@ from aiayn.data.batching import BatchStream, TokenBatchSampler, collate
 from aiayn.data.datadir import DataDir
 from aiayn.data.dataset import TokenDataset, has_split
 from aiayn.data.mixing import read_mix
+from aiayn.data.plan_cache import CACHE_DIR
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
 from aiayn.runtime import kernels
@@ -39,7 +40,7 @@ from aiayn.train.clock import RunClock
 from aiayn.train.evaluation import ShuffledSources, dev_bleu, dev_loss
 from aiayn.train.loss import label_smoothed_nll
 from aiayn.train.metrics import RunLog
-from aiayn.train.optim import accumulation_steps, build_optimizer, restore_optimizer
+from aiayn.train.optim import build_optimizer, restore_optimizer, resumed_accumulation, update_record
 from aiayn.train.run import (
     check_resume_config,
     check_run_dir,
@@ -72,11 +73,13 @@ class Trainer:
         self.model = route_linears(Transformer(self.m).to(env.device))  # products through oneDNN
         self.optimizer = build_optimizer(self.model, config, env.device)
         self.precision = precision.resolve(self.t.precision, env.device)
-        self.accumulation = accumulation_steps(config, env.world_size)
         checkpoint.seed_everything(self.t.seed + env.rank)  # dropout differs across ranks
         self.checkpoints = Checkpointer(run_dir, env, self.model, self.optimizer, self.t.keep_last)
         self.state, saved = self.checkpoints.restore(self._load_optimizer)
         self.start_step = self.state.step
+        self.accumulation, rescaled = resumed_accumulation(config, env.world_size, saved)
+        if rescaled and env.is_main:
+            print(rescaled, flush=True)
         if self.precision.scaler is not None and saved.get("scaler"):
             self.precision.scaler.load_state_dict(saved["scaler"])
         if self.checkpoints.path is None and init_from:
@@ -96,8 +99,9 @@ class Trainer:
             rank=env.rank,
             world_size=env.world_size,
             mix=read_mix(data_dir, DataDir(data_dir).meta, self.t.seed, len(self.train_data)),
+            cache=data_dir / CACHE_DIR,  # the epoch's plan, sorted once for every start and rank
         )
-        self.stream = BatchStream(sampler, self.state.epoch, self.state.index)
+        self.stream = BatchStream(sampler, self.state.epoch, self.state.index, self.state.start)
         self.dev = self._dev_sets()
 
     # -- setup ------------------------------------------------------------------------------------
@@ -133,6 +137,7 @@ class Trainer:
         extra = {
             "scaler": scaler.state_dict() if scaler is not None else {},
             "cpu_matmul": self.kernels.decision,
+            "update": update_record(self.config, self.env.world_size, self.accumulation),
         }
         with self.clock.paused():
             self.checkpoints.save(self.state, self.stream.position, self.clock.seconds(), extra)

@@ -101,9 +101,11 @@ class ShuffledBatches:
     def __init__(self, n: int, batch_size: int, seed: int):
         self.n, self.batch_size, self.seed = n, batch_size, seed
 
-    def batches(self, epoch: int) -> list[np.ndarray]:
+    def batches(self, epoch: int, start: int = 0) -> list[np.ndarray]:
+        """The epoch's batches from batch `start` on (one process: nothing is dealt out)."""
         order = np.random.default_rng([self.seed, epoch]).permutation(self.n)  # (n,)
-        return [order[i : i + self.batch_size] for i in range(0, self.n, self.batch_size)]
+        size = self.batch_size
+        return [order[i : i + size] for i in range(start * size, self.n, size)]
 
 
 def to_tensor(images: np.ndarray) -> Tensor:

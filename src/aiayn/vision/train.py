@@ -194,7 +194,7 @@ class VisionTrainer:
         self.state, _ = self.checkpoints.restore()
         self.start_step = self.state.step
         batches = ShuffledBatches(len(self.images), t.batch_size, t.seed)
-        self.stream = BatchStream(batches, self.state.epoch, self.state.index)
+        self.stream = BatchStream(batches, self.state.epoch, self.state.index, self.state.start)
         self.window, self.fraction = Window(), 0.0
 
     # -- progress of the run ----------------------------------------------------------------------
