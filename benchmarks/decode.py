@@ -68,7 +68,9 @@ TARGET = 1.0  # run_all.py's bar: aiayn at least as fast as each peer
 INT8_TARGET = 0.8  # issue 9: int8 at >= 0.8x CTranslate2's int8
 
 
-def build_models(size: str, device: str) -> tuple[MarianMTModel, Transformer]:
+def build_models(size: str, device: str, suppress_eos: bool = True) -> tuple[MarianMTModel, Transformer]:
+    """HF's MarianMTModel of `size`, random weights (seed 0), and the same model in aiayn; with
+    `suppress_eos` EOS is never chosen (every system makes the same number of steps)."""
     s = SIZES[size]
     pad = s["vocab_size"] - 1
     hf_config = MarianConfig(
@@ -81,7 +83,7 @@ def build_models(size: str, device: str) -> tuple[MarianMTModel, Transformer]:
     torch.manual_seed(0)
     hf = MarianMTModel(hf_config).eval()
     with torch.no_grad():
-        hf.final_logits_bias[0, EOS] = -1e4  # never stop early: every system makes the same number of steps
+        hf.final_logits_bias[0, EOS] = -1e4 if suppress_eos else 0.0
     weights = {k: v for k, v in hf.state_dict().items()}
     embeddings, tie = resolve_embeddings(hf_config.to_dict(), weights)
     config = config_from_marian(hf_config.to_dict(), tie, unk_id=UNK).replace(dropout=0.0)

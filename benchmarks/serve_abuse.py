@@ -17,6 +17,9 @@ benchmarks/serve_load.py (one toy sentence each, beam 4, the next as soon as the
              and one request for each word of them;
   slowheaders  (besides the loop) SLOW_CONNECTIONS connections that each send one header line
              every SLOW_EVERY_S s and never finish their request, reopened when the server closes them.
+The body, garbage, timeout and draft kinds send every other request to the LibreTranslate-compatible
+POST /translate instead (the same request in its shape: q, source, target, alternatives for the
+n-best list), which goes through the same limits and batcher.
 Throughout both runs one more client asks /v1/health every 50 ms. Reported: polite p50/p99 and
 errors of both runs, /v1/health p99, the server's resident memory idle (after start and a
 warm-up) and at its peak (VmHWM, start included), and what the hostile requests got. Targets:
@@ -70,6 +73,17 @@ def _fill(words: list[str], fits, rng: random.Random) -> str:
         text = longer
 
 
+LIBRE_KINDS = ("body", "garbage", "timeout", "draft")  # kinds that also go to POST /translate
+
+
+def libre_body(body: dict, info: dict) -> dict:
+    """A /v1/translate body as a LibreTranslate POST /translate one (aiayn.serve.libre): the same
+    texts, and the n-best list as alternatives (beam_size 16 is alternatives 15)."""
+    n_best = max(body.get("n_best", 1), body.get("beam_size", 1) if body.get("beam_size", 1) > 4 else 1)
+    target = (info.get("target_languages") or [info.get("tgt_lang")])[0]
+    return {"q": body["text"], "source": info.get("src_lang"), "target": target, "alternatives": n_best - 1}
+
+
 def hostile_requests(model_dir: Path, limits: dict, sentences: list[str]) -> dict[str, dict]:
     """The JSON bodies of the attention, timeout and draft requests, sized to the server's limits;
     `sentences`: the polite clients' texts."""
@@ -109,22 +123,25 @@ async def _gigabyte():
 
 
 async def _hostile_one(http: httpx.AsyncClient, url: str, kind: str, bodies: dict, tries: int) -> str:
-    post = f"{url}/v1/translate"
+    """One hostile request; those of LIBRE_KINDS go to POST /translate every other try."""
+    libre = kind in LIBRE_KINDS and tries % 2 == 1
+    post = f"{url}/translate" if libre else f"{url}/v1/translate"
+    shaped = (lambda body: libre_body(body, bodies["info"])) if libre else (lambda body: body)  # noqa: E731
     json_type = {"content-type": "application/json"}
     try:
         if kind == "draft":
-            response = await http.post(post, json=bodies[kind][tries % len(bodies[kind])])
+            response = await http.post(post, json=shaped(bodies[kind][tries // 2 % len(bodies[kind])]))
         elif kind in bodies:
-            response = await http.post(post, json=bodies[kind])
+            response = await http.post(post, json=shaped(bodies[kind]))
         elif kind == "splitter":
             text = SPLITTER_TEXTS[tries % len(SPLITTER_TEXTS)]
             response = await http.post(f"{url}/v1/translate/stream", json={"text": text})
         elif kind == "body":
-            declared = {"content-length": str(GIGABYTE)} if tries % 2 == 0 else {}
+            declared = {"content-length": str(GIGABYTE)} if tries // 2 % 2 == 0 else {}
             response = await http.post(post, content=_gigabyte(), headers=json_type | declared)
         else:
             response = await http.post(post, content=os.urandom(1000), headers=json_type)
-        return str(response.status_code)
+        return f"{'libre ' * libre}{response.status_code}"
     except httpx.HTTPError as err:  # the server closed the connection on a refused body
         return type(err).__name__
 
@@ -277,8 +294,8 @@ def main() -> int:
             proc, url = start_server(model_dir, flags, Path(tmp) / f"{name}.log")
             try:
                 if bodies is None:
-                    limits = httpx.get(f"{url}/v1/model").json()["limits"]
-                    bodies = hostile_requests(model_dir, limits, texts)
+                    info = httpx.get(f"{url}/v1/model").json()
+                    bodies = hostile_requests(model_dir, info["limits"], texts) | {"info": info}
                 results[name] = asyncio.run(run(url, proc.pid, texts, args.clients, hostile, bodies, args))
             finally:
                 proc.terminate()

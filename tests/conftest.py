@@ -1,8 +1,8 @@
 """Shared test settings: deterministic, two threads (the CI machine has two cores), the toy data of
 toy_translation.py (the toy translator's model directory, trained once per session, and its
-Translator, loaded once per test module; a data directory of its task, and small corpora written on
-demand), and a child process whose files cannot grow past a limit (a full disk, for the tests of
-atomic writes)."""
+Translator, loaded once per test module; its multilingual sibling, Spanish into German or English;
+a data directory of its task, and small corpora written on demand), and a child process whose
+files cannot grow past a limit (a full disk, for the tests of atomic writes)."""
 
 import os
 import subprocess
@@ -28,6 +28,14 @@ def _seed():
 def toy_model_dir(tmp_path_factory) -> Path:
     """config.json + model.safetensors + spm.model of the toy translator."""
     return build_toy_model_dir(tmp_path_factory.mktemp("toy") / "model")
+
+
+@pytest.fixture(scope="session")
+def toy_multilingual_model_dir(tmp_path_factory) -> Path:
+    """The toy translator of Spanish into German or English, chosen by a >>de<< / >>en<< tag."""
+    from toy import build_toy_multilingual_model_dir
+
+    return build_toy_multilingual_model_dir(tmp_path_factory.mktemp("toy-mul") / "model")
 
 
 @pytest.fixture(scope="module")

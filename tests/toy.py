@@ -2,7 +2,8 @@
 vocabulary (`sentences`), word-for-word translations of them (`word_for_word`; `toy_pairs` is the
 Spanish->English one), and a d_model=32 Transformer trained on `toy_pairs` for a few seconds
 (`build_toy_model_dir`), so that it translates them, stops after a few words and has readable cross
-attention.
+attention; `build_toy_multilingual_model_dir`: the same Spanish into English or German, chosen by a
+`>>en<<` / `>>de<<` tag at the start of the source, as a tagged recipe prepares it.
 
     toy_pairs(3, seed=1)          # [("el gato come", "the cat eats"), ...]
     build_toy_model_dir(Path("runs/toy/model"))
@@ -38,6 +39,14 @@ def sentences(words: Sequence[str], n: int, seed: int, lengths: tuple[int, int])
     """n seeded random sentences of `lengths` (least, most) words drawn from `words`."""
     rng, words = random.Random(seed), list(words)
     return [" ".join(_words(rng, words, lengths)) for _ in range(n)]
+
+
+LEXICON_DE = {
+    "el": "der", "la": "die", "un": "ein", "una": "eine", "casa": "haus", "perro": "hund", "gato": "katze",
+    "sol": "sonne", "luna": "mond", "agua": "wasser", "verde": "gruen", "grande": "gross", "come": "isst",
+    "bebe": "trinkt", "mira": "sieht", "duerme": "schlaeft",
+}  # fmt: skip
+TARGETS = {"de": LEXICON_DE, "en": LEXICON}  # the multilingual toy's target languages
 
 
 def word_for_word(
@@ -111,3 +120,35 @@ def build_toy_model_dir(out_dir: Path, steps: int = 400, **model: int) -> Path:
     finally:
         torch.set_num_threads(threads)
     return save_model_dir(model, out_dir, src_lang="es", tgt_lang="en")
+
+
+def tagged_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """n pairs per target language of TARGETS, each source starting with its tag (">>de<< el gato")."""
+    return [
+        (f">>{lang}<< {src}", tgt)
+        for lang, lexicon in TARGETS.items()
+        for src, tgt in word_for_word(n, seed, lexicon)
+    ]
+
+
+def build_toy_multilingual_model_dir(out_dir: Path, steps: int = 300) -> Path:
+    """The toy translator of Spanish into German and English (target_languages in config.json, the
+    tags user-defined SentencePiece pieces, as `aiayn prepare` with a tagged recipe makes them)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pairs = tagged_pairs(2048)
+    tags = [f">>{lang}<<" for lang in TARGETS]
+    texts = [x for pair in pairs for x in pair]
+    tokenizer = Tokenizer.train(texts, out_dir / "spm.model", vocab_size=120, user_symbols=tags)
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size, dropout=0.0, d_model=32, d_ff=64, n_heads=4, n_layers=2
+    )
+    model = route_linears(Transformer(config))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _train(model, tokenizer, random.Random(0).sample(pairs, len(pairs)), steps)
+    finally:
+        torch.set_num_threads(threads)
+    languages = {"target_languages": list(TARGETS), "target_tag": ">>{lang}<<"}
+    return save_model_dir(model, out_dir, src_lang="es", tgt_lang="mul", **languages)

@@ -174,8 +174,8 @@ class GatedTranslator:
     def attention_maps(self, src_ids, tokens):
         return self.inner.attention_maps(src_ids, tokens)
 
-    def encode_inputs(self, texts, prefix=None, constraints=None):
-        return self.inner.encode_inputs(texts, prefix, constraints)
+    def encode_inputs(self, texts, prefix=None, constraints=None, target_language=None):
+        return self.inner.encode_inputs(texts, prefix, constraints, target_language)
 
 
 def test_timeout_is_503_and_loop_stays_free(translator):

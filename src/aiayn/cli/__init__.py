@@ -18,7 +18,14 @@ from aiayn import __version__
 from aiayn.apps.quickstart import QUICKSTART_CORPUS, QUICKSTART_OUT, QUICKSTART_STEPS
 from aiayn.cli import constituency
 from aiayn.cli import prepare as prepare_cli
-from aiayn.cli.decoding import add_draft_options, add_search_options, decode_config, draft_summary
+from aiayn.cli.decoding import (
+    add_draft_options,
+    add_search_options,
+    add_target_option,
+    decode_config,
+    draft_summary,
+    target_language,
+)
 from aiayn.cli.options import (
     add_device_option,
     add_set_option,
@@ -204,6 +211,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     )
     g.add_argument("--replace-unk", action="store_true", help="<unk> words become their aligned source word")
     g.add_argument("--document", action="store_true", help="the input is one document: split into sentences")
+    add_target_option(g)
     p.set_defaults(handler=_run_translate)
 
 
@@ -244,6 +252,7 @@ def _run_translate(args: argparse.Namespace) -> None:
     check_line_counts(args, controls)
     dirs = args.model_dirs[0] if len(args.model_dirs) == 1 else args.model_dirs
     translator = Translator(load_bundle(dirs, args.device, int8=args.int8, draft=args.draft))
+    controls["target_language"] = target_language(args, translator.info)
     with contextlib.ExitStack() as stack:
         lines = stack.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         name = args.input or "<stdin>"

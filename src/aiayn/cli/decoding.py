@@ -72,6 +72,25 @@ def add_draft_options(p: argparse.ArgumentParser, tokens: bool = True) -> None:
         )
 
 
+def add_target_option(p: argparse.ArgumentParser) -> None:
+    """--to LANG: the target language of a multilingual model (aiayn.decode.languages)."""
+    p.add_argument(
+        "--to",
+        metavar="LANG",
+        help="the language to translate into, for a model of several target languages (one of those "
+        "its config.json lists under target_languages)",
+    )
+
+
+def target_language(args: argparse.Namespace, info: dict) -> str | None:
+    """--to, checked against the loaded model's languages: one line for a language it lacks, for
+    --to on a model without tags (unless it names the model's own target language), and for no
+    --to on a model of several target languages."""
+    from aiayn.decode.languages import requested_target
+
+    return requested_target(info, args.to, "--to")
+
+
 def check_draft(args: argparse.Namespace) -> None:
     """One line for what a draft does not do: beam search, sampling, steered search, ensembles, a
     shortlist."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from aiayn.cli.decoding import add_draft_options
+from aiayn.cli.decoding import add_draft_options, add_target_option, target_language
 from aiayn.cli.options import add_device_option
 from aiayn.config import DecodeConfig
 from aiayn.errors import AiaynError
@@ -53,7 +53,8 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
         help="serve a model over HTTP (JSON API, micro-batching) with a page that shows attention",
-        description="POST /v1/translate, GET /v1/health, GET /v1/model, the page at /, API docs at /docs.",
+        description="POST /v1/translate, GET /v1/health, GET /v1/model, the page at /, API docs at /docs; "
+        "LibreTranslate's POST /translate, POST /detect and GET /languages beside them.",
     )
     p.add_argument("model_dir", metavar="MODEL_DIR", help="a model directory (aiayn average, import-marian)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
@@ -65,6 +66,12 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     add_draft_options(p, tokens=False)
     p.add_argument(
         "--shortlist", action="store_true", help="restrict the output layer to the model's shortlist"
+    )
+    p.add_argument(
+        "--api-keys",
+        metavar="FILE",
+        help="keys (one a line) that the LibreTranslate-compatible endpoints require in api_key "
+        "(default: none required)",
     )
     p.set_defaults(handler=_run_serve)
 
@@ -81,6 +88,7 @@ def _run_serve(args: argparse.Namespace) -> None:
         args.int8,
         args.draft,
         args.shortlist,
+        args.api_keys,
     )
 
 
@@ -107,6 +115,7 @@ def add_attention(sub: argparse._SubParsersAction) -> None:
         help=f"length penalty exponent (default {d.alpha}, the paper's)",
     )
     add_device_option(p)
+    add_target_option(p)
     p.set_defaults(handler=_run_attention)
 
 
@@ -119,7 +128,8 @@ def _run_attention(args: argparse.Namespace) -> None:
     if not args.text.strip():
         raise AiaynError("TEXT is empty: give the sentence to translate")
     translator = Translator(load_bundle(args.model_dir, args.device))
-    attn = translator.attention(args.text, beam_size=args.beam, alpha=args.alpha)
+    language = target_language(args, translator.info)
+    attn = translator.attention(args.text, beam_size=args.beam, alpha=args.alpha, target_language=language)
     out = save_attention_png(attn, args.out, args.kind, args.layer, args.head)
     print(attn["translation"])
     print(f"wrote {out}")

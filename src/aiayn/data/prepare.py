@@ -244,6 +244,8 @@ def prepare(
     else:
         corpus.inputs()  # checked: one of the two shapes
     meta = _describe(corpus, src_lang, tgt_lang, seed, clean)
+    if isinstance(vocabulary, Tokenizer):
+        _check_tag_pieces(vocabulary, _tags(corpus))
     check = _language_check(corpus, meta, clean)  # a missing identifier fails before any work
     if not force and DataDir(out).prepared:
         _check_same_corpus(out, meta)
@@ -374,6 +376,24 @@ def _languages(builtin: str | None, train: dict | None) -> tuple[str, str]:
     if builtin:
         return get_corpus(builtin).src_lang, get_corpus(builtin).tgt_lang
     return _language(train.get("src"), "src"), _language(train.get("tgt"), "tgt")
+
+
+def _tags(corpus) -> list[str]:
+    """The target-language tags of a recipe with `tags: true` (each one piece of the vocabulary)."""
+    if not (isinstance(corpus, Recipe) and corpus.tags):
+        return []
+    return [f">>{lang}<<" for lang in corpus.target_languages()]
+
+
+def _check_tag_pieces(tokenizer: Tokenizer, tags: list[str]) -> None:
+    """A reused vocabulary (--spm) must hold each tag as one piece: split into several, the model
+    would read a language's tag as ordinary text."""
+    missing = [tag for tag in tags if tag not in tokenizer.pieces(tokenizer.encode([tag])[0])]
+    if missing:
+        raise AiaynError(
+            f"--spm {tokenizer.path} has no piece for the target-language tag(s) {', '.join(missing)} "
+            "(tags: true); leave --spm out to train a vocabulary with them"
+        )
 
 
 def _reused_tokenizer(spm: str | Path, vocab_size: int | None) -> Tokenizer:
@@ -511,8 +531,7 @@ def _build(
         kept = sample_train(work / "stage", counts["train"], filters.train_limit, seed)
         if kept is not None:
             sources.remove("train_limit", ~kept)
-    tags = [f">>{lang}<<" for lang in corpus.target_languages()] if getattr(corpus, "tags", False) else []
-    tokenizer = _vocabulary(work, vocabulary, seed, progress, tags, workers)  # a tag is one piece
+    tokenizer = _vocabulary(work, vocabulary, seed, progress, _tags(corpus), workers)  # a tag is one piece
     tokens, unk, long = {}, {}, {}
     recipe = isinstance(corpus, Recipe)
     for split in SPLITS:

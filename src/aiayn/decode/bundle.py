@@ -21,6 +21,7 @@ import torch
 
 from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.decode.ensemble import check_shared_vocabulary
+from aiayn.decode.languages import target_languages
 from aiayn.decode.shortlist import NO_SHORTLIST, SHORTLIST_FILE, Shortlist, read_shortlist
 from aiayn.decode.speculative import Draft
 from aiayn.errors import AiaynError
@@ -60,6 +61,12 @@ class ModelBundle:
     @property
     def device(self) -> torch.device:
         return self.models[0].output_weight.device
+
+    @property
+    def target_languages(self) -> list[str]:
+        """The languages the model's target-language tags choose (config.json's "target_languages",
+        aiayn.decode.languages); [] for a model of one target language, `info["tgt_lang"]`."""
+        return target_languages(self.info)
 
     @property
     def int8(self) -> bool:

@@ -1,7 +1,8 @@
 """From texts and their decoding controls to what the search takes: source ids cut to fit the model
 (long texts split into sentences, never truncated), target prefixes and constraints as ids, each
-checked with a one-line error that names the text. `Encoded` holds a batch's ids, tokenized once:
-a caller that needed them before translating (the server, for its limits) passes them on.
+checked with a one-line error that names the text, and the target-language tag that starts every
+source of a multilingual model (aiayn.decode.languages). `Encoded` holds a batch's ids, tokenized
+once: a caller that needed them before translating (the server, for its limits) passes them on.
 """
 
 from __future__ import annotations
@@ -20,15 +21,18 @@ SplitHook = Callable[[int, int, int, int], None]  # (text index, its tokens, the
 @dataclass
 class Encoded:
     """Texts as ids: each one's source pieces (no EOS) and, None where no text has one, each one's
-    prefix ([] for none) and constraints (target ids; [] for none)."""
+    prefix ([] for none), constraints (target ids; [] for none) and target-language tag (the ids
+    that start each of its sources; [] for none)."""
 
     pieces: list[list[int]]
     prefix: list[list[int]] | None = None
     constraints: list[list[list[int]]] | None = None
+    tags: list[list[int]] | None = None
 
     def sources(self, eos_id: int) -> list[list[int]]:
-        """Each text whole, as the model reads it: pieces + EOS; [] for an empty text."""
-        return [ids + [eos_id] if ids else [] for ids in self.pieces]
+        """Each text whole, as the model reads it: tag + pieces + EOS; [] for an empty text."""
+        tags = self.tags or [[] for _ in self.pieces]
+        return [tag + ids + [eos_id] if ids else [] for tag, ids in zip(tags, self.pieces, strict=True)]
 
     def forced(self) -> list[int]:
         """The output tokens each text's prefix or constraints need (the search lengthens its
@@ -74,21 +78,37 @@ def source_units(
     language: str,
     on_split: SplitHook,
     pieces: list[list[int]] | None = None,
+    tags: list[list[int]] | None = None,
 ) -> list[list[list[int]]]:
-    """For each text the sources it is translated as (pieces + EOS): itself when it fits in `limit`
-    tokens, else its parts (`_parts`); `on_split` hears of every text that is split. [] for an
-    empty text. `pieces`: the texts' ids when they were tokenized already."""
+    """For each text the sources it is translated as (tag + pieces + EOS): itself when it fits in
+    `limit` tokens, else its parts (`_parts`), each starting with the text's tag (`tags`: its ids,
+    [] for none), so that every source the model reads says the target language; `on_split` hears
+    of every text that is split. [] for an empty text. `pieces`: the texts' ids when they were
+    tokenized already."""
     units = []
-    for i, ids in enumerate(tokenizer.encode(list(texts)) if pieces is None else pieces):
+    ids_of = tokenizer.encode(list(texts)) if pieces is None else pieces
+    for i, (ids, tag) in enumerate(zip(ids_of, tags or [[] for _ in ids_of], strict=True)):
+        room = limit - len(tag)
         if not ids:
             units.append([])
-        elif len(ids) + 1 <= limit:
-            units.append([ids + [eos_id]])
+        elif len(ids) + 1 <= room:
+            units.append([tag + ids + [eos_id]])
         else:
-            parts = [p + [eos_id] for p in _parts(texts[i], tokenizer, limit, language)]
-            on_split(i, len(ids) + 1, limit, len(parts))
+            parts = [tag + p + [eos_id] for p in _parts(texts[i], tokenizer, room, language)]
+            on_split(i, len(tag) + len(ids) + 1, limit, len(parts))
             units.append(parts)
     return units
+
+
+def tag_ids(tokenizer: Any, tags: Sequence[str | None]) -> list[list[int]] | None:
+    """Each text's tag (">>de<<", or None) as the source ids it starts with, or None when no text
+    has one: the ids the tag encodes to alone, which are those it starts a tagged sentence with
+    (SentencePiece encodes ">>de<< x" as "▁", ">>de<<", then x's pieces)."""
+    wanted = sorted({tag for tag in tags if tag})
+    if not wanted:
+        return None
+    encoded = dict(zip(wanted, tokenizer.encode(wanted), strict=True))
+    return [encoded[tag] if tag else [] for tag in tags]
 
 
 def target_prefixes(

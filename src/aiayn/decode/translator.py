@@ -8,6 +8,7 @@
     translator.translate_batch(texts, prefix=["In the"], constraints=[["Word"]])   # steer the search
     translator.translate_batch(texts, sample=SamplingConfig(top_p=0.9, seed=1))     # sample instead
     translator.translate_batch(texts, align=True)     # Translation.alignment: (i, j) pairs
+    translator.translate_batch(texts, target_language="de")   # a multilingual model: into German
     translate_texts(translator, texts)                # ['In the beginning ...'] (aiayn.decode.texts)
     translate_document(translator, text)              # paragraphs and sentences (aiayn.decode.texts)
 
@@ -17,6 +18,8 @@ batches of at most `batch_tokens` source tokens (padding counted) and translated
 come back in input order. An empty text translates to an empty text without running the model; a
 text longer than the model's source limit is split into sentences (and a sentence still too long
 into pieces of the limit), translated in parts and joined, with a warning: no text is dropped.
+A multilingual model's target-language tag (aiayn.decode.languages) starts every source it reads,
+each part of a split text included.
 """
 
 from __future__ import annotations
@@ -34,7 +37,15 @@ from torch import Tensor
 from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.decode import align as alignment
 from aiayn.decode.bundle import ModelBundle, load_bundle
-from aiayn.decode.inputs import Encoded, SplitHook, source_units, target_constraints, target_prefixes
+from aiayn.decode.inputs import (
+    Encoded,
+    SplitHook,
+    source_units,
+    tag_ids,
+    target_constraints,
+    target_prefixes,
+)
+from aiayn.decode.languages import text_tags
 from aiayn.decode.search import Hypothesis, StopHook
 from aiayn.decode.stepper import Controls, decode_batch, source_limit, target_limit
 from aiayn.errors import AiaynError, TextError
@@ -148,25 +159,37 @@ class Translator:
         return [ids + [self.config.eos_id] if ids else [] for ids in self.tokenizer.encode(list(texts))]
 
     def sources(
-        self, texts: list[str], on_split: SplitHook | None = None, pieces: list[list[int]] | None = None
+        self,
+        texts: list[str],
+        on_split: SplitHook | None = None,
+        pieces: list[list[int]] | None = None,
+        tags: list[list[int]] | None = None,
     ) -> list[list[list[int]]]:
-        """What each text is translated as: [pieces + EOS], or its parts when it is over the model's
-        source limit (aiayn.decode.inputs.source_units); [] for an empty text. `pieces`: the texts'
-        ids, when they were tokenized already."""
+        """What each text is translated as: [tag + pieces + EOS], or its parts (each with the tag)
+        when it is over the model's source limit (aiayn.decode.inputs.source_units); [] for an empty
+        text. `pieces`: the texts' ids, when they were tokenized already; `tags`: each text's tag ids."""
         language = self.info.get("src_lang") or "en"
         limit = source_limit(self.config, self.info.get("longest_source"))
-        return source_units(
-            texts, self.tokenizer, limit, self.config.eos_id, language, on_split or _warn_split, pieces
-        )
+        hook = on_split or _warn_split
+        return source_units(texts, self.tokenizer, limit, self.config.eos_id, language, hook, pieces, tags)
+
+    def target_tags(
+        self, texts: list[str], target_language: str | list[str | None] | None
+    ) -> list[list[int]] | None:
+        """The ids of each text's target-language tag (aiayn.decode.languages), None for no tags;
+        a one-line error for a language the model does not have."""
+        return tag_ids(self.tokenizer, text_tags(self.info, target_language, len(texts)))
 
     def encode_inputs(
         self,
         texts: list[str],
         prefix: list[str | None] | None = None,
         constraints: list[list[str] | None] | None = None,
+        target_language: str | list[str | None] | None = None,
     ) -> Encoded:
-        """Texts, and `translate`'s prefix and constraints, tokenized once (each checked: a one-line
-        error names the text): what `translate(texts, encoded=...)` takes."""
+        """Texts, and `translate_batch`'s prefix, constraints and target language, tokenized once
+        (each checked: a one-line error names the text): what `translate_batch(texts, encoded=...)`
+        takes."""
         if isinstance(texts, str):
             raise AiaynError("translate_batch() takes a list of texts, not one string")
         encode, limit = self.tokenizer.encode_target, target_limit(self.config)
@@ -174,6 +197,7 @@ class Translator:
             self.tokenizer.encode(list(texts)),
             target_prefixes(prefix, len(texts), encode, limit),
             target_constraints(constraints, len(texts), encode, limit),
+            self.target_tags(texts, target_language),
         )
 
     def _src_tensor(self, sources: list[list[int]]) -> Tensor:
@@ -261,6 +285,7 @@ class Translator:
         should_stop: StopHook | None = None,
         keys: list[int] | None = None,
         encoded: Encoded | None = None,
+        target_language: str | list[str | None] | None = None,
         **search: Any,
     ) -> list[list[Translation]]:
         """Translate `texts` with beam search (greedy when beam_size is 1): the search of `options`
@@ -276,19 +301,25 @@ class Translator:
         `progress(n)` after each batch of n sources; `should_stop()` before every search step
         (aiayn.decode.search.SearchStopped when it answers True). `keys`: per text, what seeds its samples
         (default: its index; a server batching texts of several requests passes each text's index in its
-        own request, so samples do not depend on batching). `encoded`: the texts with their prefix and
-        constraints as `encode_inputs` gave them, for a caller that tokenized them already (then `prefix`
-        and `constraints` are not given).
+        own request, so samples do not depend on batching). `target_language`: for a multilingual model
+        (aiayn.decode.languages), the language to translate into ("de"), or one (or None) per text; its
+        tag starts every source the model reads, each part of a split text included (None: no tag, as
+        for texts that carry their own). `encoded`: the texts with their prefix, constraints and tags as
+        `encode_inputs` gave them, for a caller that tokenized them already (then `prefix`,
+        `constraints` and `target_language` are not given).
         """
         options = options or DecodeConfig()  # sampling needs no beam: n_best may exceed beam_size
         options = options.replace(**{"sampling": options.sampling or sample is not None, **search})
         if isinstance(texts, str):
             raise AiaynError("translate_batch() takes a list of texts, not one string")
         if encoded is None:
-            encoded = self.encode_inputs(texts, prefix, constraints)
-        elif len(encoded.pieces) != len(texts) or prefix is not None or constraints is not None:
-            raise AiaynError("translate_batch(encoded=...): these texts' ids, and no prefix or constraints")
-        units = self.sources(texts, on_split, encoded.pieces)
+            encoded = self.encode_inputs(texts, prefix, constraints, target_language)
+        elif len(encoded.pieces) != len(texts) or (prefix, constraints, target_language) != (None,) * 3:
+            raise AiaynError(
+                "translate_batch(encoded=...): these texts' ids, and no prefix, constraints or "
+                "target_language"
+            )
+        units = self.sources(texts, on_split, encoded.pieces, encoded.tags)
         controls = self._controls(units, encoded, sample, keys)
         flat = [u for parts in units for u in parts]
         owners = [i for i, parts in enumerate(units) for _ in parts]
@@ -298,11 +329,15 @@ class Translator:
             h[0] if len(h) == 1 else [_joined([p[0] for p in h])] if h else [Hypothesis([], 0.0, 0.0)]
             for h in hyps
         ]
-        return self._texts(per_text, units, hyps, align, replace_unk, texts, align_layer)
+        tagged = [len(tag) for tag in encoded.tags] if encoded.tags else [0] * len(texts)
+        return self._texts(per_text, units, hyps, align, replace_unk, texts, align_layer, tagged)
 
-    def _texts(self, per_text, units, hyps, align, replace_unk, texts, layer) -> list[list[Translation]]:
+    def _texts(
+        self, per_text, units, hyps, align, replace_unk, texts, layer, tagged
+    ) -> list[list[Translation]]:
         """Translations with their text (and, with `align`, their word alignment; `replace_unk`
-        aligns too, to find each <unk>'s source word, but keeps the alignment only with `align`)."""
+        aligns too, to find each <unk>'s source word, but keeps the alignment only with `align`).
+        `tagged`: how many ids of each text's sources are its tag, which is no source word."""
         flat = [h for hs in per_text for h in hs]
         decoded = iter(self.tokenizer.decode([h.tokens for h in flat]) if flat else [])
         out = [[Translation(next(decoded), h.score, h.log_prob, h.tokens) for h in hs] for hs in per_text]
@@ -315,14 +350,17 @@ class Translator:
                     parts = list(zip(units[i], [h[0].tokens for h in hyps[i]], strict=True))
                 else:
                     parts = [(units[i][0], t.tokens)] if units[i] else []
-                t.alignment = self._word_pairs(parts, layer)
+                t.alignment = self._word_pairs(parts, layer, tagged[i])
                 if replace_unk:
                     t.text = self._replace_unknown(t, texts[i])
                 t.alignment = t.alignment if align else None
         return out
 
-    def _word_pairs(self, parts: list[tuple[list[int], list[int]]], layer: int) -> list[tuple[int, int]]:
-        """(source word, target word) pairs of (source ids + EOS, output ids) parts, in order."""
+    def _word_pairs(
+        self, parts: list[tuple[list[int], list[int]]], layer: int, tagged: int = 0
+    ) -> list[tuple[int, int]]:
+        """(source word, target word) pairs of (tag + source ids + EOS, output ids) parts, in order;
+        the `tagged` tag ids that start each source are left out, as EOS is."""
         if not parts:
             return []
         target_pieces = self.tokenizer.target_pieces
@@ -330,7 +368,8 @@ class Translator:
         weights = alignment.cross_attention(self.bundle.model, sources, outputs, layer)
         pairs, src_offset, tgt_offset = [], 0, 0
         for (src, out), w in zip(parts, weights, strict=True):
-            src_words = alignment.word_index(self.tokenizer.pieces(src[:-1]))
+            w = w[:, tagged:]  # (output pieces, source pieces): the tag's columns left out
+            src_words = alignment.word_index(self.tokenizer.pieces(src[tagged:-1]))
             tgt_words = alignment.word_index(target_pieces(out))
             pairs += [
                 (i + src_offset, j + tgt_offset) for i, j in alignment.align_words(w, src_words, tgt_words)
@@ -348,15 +387,22 @@ class Translator:
         )
 
     @torch.inference_mode()
-    def attention(self, text: str, options: DecodeConfig | None = None, **search: Any) -> dict[str, Any]:
-        """Translate one text (`translate_batch`'s search) and return the attention of every layer on
-        that translation.
+    def attention(
+        self,
+        text: str,
+        options: DecodeConfig | None = None,
+        target_language: str | None = None,
+        **search: Any,
+    ) -> dict[str, Any]:
+        """Translate one text (`translate_batch`'s search, into `target_language` for a multilingual
+        model) and return the attention of every layer on that translation (the tag's pieces
+        among the source's).
 
         Keys: translation (str); src_tokens (source pieces + "</s>"); tgt_tokens (output pieces +
         "</s>": the tokens each decoder position predicts); encoder, decoder, cross: lists with one
         float32 CPU tensor per layer, shaped (heads, src, src), (heads, tgt, tgt) and (heads, tgt, src).
         """
-        units = self.sources([text])[0]
+        units = self.sources([text], tags=self.target_tags([text], target_language))[0]
         if not units:
             raise AiaynError("attention maps need a non-empty text")
         if len(units) > 1:

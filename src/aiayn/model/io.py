@@ -1,7 +1,8 @@
 """The model directory: what `translate`, `evaluate`, `serve` and `Translator.load` take.
 
     config.json        {"format_version", "aiayn_version" (the release that wrote it), "model": ModelConfig,
-                        "src_lang", "tgt_lang", "tokenizer"}
+                        "src_lang", "tgt_lang", "tokenizer"}; a multilingual model's "target_languages"
+                        and "target_tag" (aiayn.decode.languages)
     model.safetensors  the weights (no pickle: loading a model someone else made runs no code)
     spm.model          the SentencePiece model (or the files named in config.json's "tokenizer")
 

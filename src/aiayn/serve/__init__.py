@@ -10,6 +10,7 @@ import socket
 from pathlib import Path
 
 from aiayn.errors import AiaynError
+from aiayn.serve.api_keys import ApiKeys
 from aiayn.serve.app import create_app
 from aiayn.serve.batcher import MicroBatcher
 from aiayn.serve.connections import KEEP_ALIVE_S, guarded_protocol
@@ -45,6 +46,7 @@ def serve(
     int8: bool = False,
     draft: str | Path | None = None,
     shortlist: bool = False,
+    api_keys: str | Path | None = None,
 ) -> None:
     """Load the model directory and serve it until interrupted (127.0.0.1 unless told otherwise).
 
@@ -52,6 +54,8 @@ def serve(
     directory: greedy requests (beam_size 1, no sampling, prefix or constraints) decode
     speculatively (aiayn.decode.speculative), with the same outputs. `shortlist`: every batch's
     output layer restricted to the model's shortlist (aiayn.decode.shortlist); not with a draft.
+    `api_keys`: a key file (aiayn.serve.api_keys) whose keys the LibreTranslate-compatible
+    endpoints require; without one they are open.
     """
     import uvicorn
 
@@ -60,15 +64,17 @@ def serve(
 
     if draft is not None and shortlist:
         raise AiaynError("--draft speeds up greedy search of one model: not with --shortlist")
+    keys = None if api_keys is None else ApiKeys.read(api_keys)
     sock = _bind(host, port)  # a bad address or a port in use is said before the model loads
     try:
         translator = Translator(load_bundle(model_dir, device, int8=int8, draft=draft, shortlist=shortlist))
     except BaseException:
         sock.close()
         raise
-    app = create_app(translator, settings)
+    app = create_app(translator, settings, keys)
     url = server_url(host, sock.getsockname()[1])
     mode = ", int8" * int8 + (f", draft {draft}" if draft else "") + ", shortlist" * shortlist
+    mode += f", {len(keys.digests)} API key(s)" if keys else ""
     print(f"aiayn serve: {model_dir}{mode} on {url} (API docs at {url}docs)", flush=True)
     config = uvicorn.Config(
         app, log_level="warning", http=guarded_protocol(), timeout_keep_alive=KEEP_ALIVE_S

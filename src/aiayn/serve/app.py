@@ -1,12 +1,15 @@
 """The HTTP API and the page: a FastAPI app around a `Translator` (beam search of section 6.1).
 
     POST /v1/translate   {"text": "..." | ["...", ...], "beam_size"?, "alpha"?, "n_best"?, "attention"?,
-                          "prefix"?, "constraints"?, "sample"?, "align"?}
+                          "prefix"?, "constraints"?, "sample"?, "align"?, "target"?}
     POST /v1/translate/stream  {"text": a document, ...}: server-sent events, a sentence at a time
     GET  /v1/health      {"status": "ok"}, or 503 when the model thread is stuck or the batcher stopped
-    GET  /v1/model       languages, parameter count, model config, limits
+    GET  /v1/model       languages (a multilingual model's target_languages), parameter count,
+                         model config, limits
     GET  /               the page: translate and look at attention (section 7's figures)
     GET  /docs           OpenAPI docs
+    POST /translate, POST /detect, GET /languages   LibreTranslate's API (aiayn.serve.libre), through
+                         the same batcher and limits; `api_keys` (aiayn.serve.api_keys) guards them
 
 Requests go through a `MicroBatcher` (aiayn.serve.batch: each text tokenized once, its ids carried
 to the search); every error is JSON {"detail": ...} (aiayn.serve.handlers): 422 for a malformed
@@ -29,10 +32,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from aiayn.decode.languages import target_languages
+from aiayn.serve.api_keys import ApiKeys
 from aiayn.serve.batch import Item, Options, TranslatorLike, run_batch, text_items
 from aiayn.serve.batcher import MicroBatcher, QueueFull, Unavailable
 from aiayn.serve.connections import quiet_accept_errors
 from aiayn.serve.handlers import add_error_handlers
+from aiayn.serve.libre import Run, add_libre_routes
 from aiayn.serve.limits import BodyLimit, ClientError, ServeSettings
 from aiayn.serve.schemas import (
     Error,
@@ -69,6 +75,7 @@ def model_info(translator: TranslatorLike, settings: ServeSettings) -> ModelInfo
     return ModelInfo(
         src_lang=info.get("src_lang"),
         tgt_lang=info.get("tgt_lang"),
+        target_languages=target_languages(info),
         parameters=translator.bundle.model.num_parameters(),
         config=config.to_dict(),
         int8=translator.bundle.int8,
@@ -105,7 +112,7 @@ async def _submit(
         raise ClientError(503, f"the request took over {timeout:g} s; try again later") from None
     except QueueFull as err:
         detail = f"the server is busy: {err}; try again in {RETRY_AFTER_S} s"
-        raise ClientError(503, detail, {"Retry-After": str(RETRY_AFTER_S)}) from None
+        raise ClientError(503, detail, {"Retry-After": str(RETRY_AFTER_S)}, libre_status=429) from None
     except Unavailable as err:
         raise ClientError(503, str(err)) from None
 
@@ -134,8 +141,11 @@ def _json(results: list[Translation]) -> bytes:
     return TranslateResponse.__pydantic_serializer__.to_json(response)  # bytes, without a str copy
 
 
-def create_app(translator: TranslatorLike, settings: ServeSettings | None = None) -> FastAPI:
-    """The FastAPI app; the micro-batcher starts and stops with the app (its lifespan)."""
+def create_app(
+    translator: TranslatorLike, settings: ServeSettings | None = None, api_keys: ApiKeys | None = None
+) -> FastAPI:
+    """The FastAPI app; the micro-batcher starts and stops with the app (its lifespan). `api_keys`:
+    the keys the LibreTranslate-compatible endpoints require (None: open)."""
     settings = settings or ServeSettings()
     batcher = MicroBatcher(
         lambda items, options, stop: run_batch(
@@ -160,13 +170,19 @@ def create_app(translator: TranslatorLike, settings: ServeSettings | None = None
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     add_error_handlers(app)
     _add_page(app)
-    _add_translate_routes(app, translator, batcher, settings)
+
+    async def run(request: Request, items: list[Item], options: Options, costs: list[int]) -> list:
+        """Items through the batcher, within the timeout, stopped if the client leaves."""
+        return await _unless_disconnected(request, _submit(batcher, items, options, costs, settings.timeout))
+
+    _add_translate_routes(app, translator, batcher, settings, run)
     _add_info_routes(app, translator, batcher, settings)
+    add_libre_routes(app, translator, settings, api_keys, run)
     return app
 
 
 def _add_translate_routes(
-    app: FastAPI, translator: TranslatorLike, batcher: MicroBatcher, settings: ServeSettings
+    app: FastAPI, translator: TranslatorLike, batcher: MicroBatcher, settings: ServeSettings, run: Run
 ) -> None:
     """POST /v1/translate and /v1/translate/stream: texts through the micro-batcher."""
     errors = {413: {"model": Error}, 503: {"model": Error}}
@@ -176,9 +192,7 @@ def _add_translate_routes(
         """Translate one text or a list; n-best hypotheses with scores; attention weights on request."""
         items, costs = await run_in_threadpool(text_items, translator, body, settings)
         options = Options(body.search, body.attention, body.sample, body.align)
-        results = await _unless_disconnected(
-            request, _submit(batcher, items, options, costs, settings.timeout)
-        )
+        results = await run(request, items, options, costs)
         return Response(await run_in_threadpool(_json, results), media_type="application/json")
 
     @app.post("/v1/translate/stream", responses=errors, response_class=StreamingResponse)

@@ -3,16 +3,19 @@ thread, travel as ids (`Item`) to the micro-batcher, the search and the attentio
 
 `run_batch` is what the batcher's model thread runs: one `Translator.translate_batch` for texts that share
 their `Options` (the ids passed on: aiayn.decode.inputs.Encoded), or with attention one per text,
-its output cut so that the weights answered are those of exactly the translation returned.
+its output cut so that the weights answered are those of exactly the translation returned. A text's
+target-language tag travels with it, not in the Options: requests for several target languages of
+a multilingual model share model calls, each source starting with its own tag.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.decode.inputs import Encoded
+from aiayn.decode.languages import requested_target
 from aiayn.serve.batcher import StopHook
 from aiayn.serve.limits import ServeSettings, check_texts, output_limits, text_costs
 from aiayn.serve.schemas import Attention, Hypothesis, Sample, TranslateRequest, Translation
@@ -31,7 +34,9 @@ class TranslatorLike(Protocol):
 
     def attention_maps(self, src_ids: list[int], tokens: list[int]) -> dict[str, Any]: ...
 
-    def encode_inputs(self, texts: list[str], prefix=None, constraints=None) -> Encoded: ...
+    def encode_inputs(
+        self, texts: list[str], prefix=None, constraints=None, target_language=None
+    ) -> Encoded: ...
 
 
 @dataclass(frozen=True)
@@ -53,18 +58,26 @@ class Item:
     prefix: list[int]  # target ids its output starts with ([] for none)
     constraints: list[list[int]]  # target ids of the phrases its output must hold
     key: int = 0  # its index in its request: what seeds its samples, whatever the batching
+    tag: list[int] = field(default_factory=list)  # the ids of its target-language tag ([] for none)
 
 
 def items_of(texts: list[str], encoded: Encoded) -> list[Item]:
     """The items of a request's texts, with the ids `encoded` holds for them."""
     n = len(texts)
     prefixes, constraints = encoded.prefix or [[]] * n, encoded.constraints or [[]] * n
+    tags = encoded.tags or [[]] * n
     return [
-        Item(text, pieces, prefix, phrases, key)
-        for key, (text, pieces, prefix, phrases) in enumerate(
-            zip(texts, encoded.pieces, prefixes, constraints, strict=True)
+        Item(text, pieces, prefix, phrases, key, tag)
+        for key, (text, pieces, prefix, phrases, tag) in enumerate(
+            zip(texts, encoded.pieces, prefixes, constraints, tags, strict=True)
         )
     ]
+
+
+def request_target(translator: TranslatorLike, target: str | None) -> str | None:
+    """A request's `target`, or the model's one target language; a one-line AiaynError (400) for a
+    model of several given none, or for a language the model lacks (aiayn.decode.languages)."""
+    return requested_target(translator.info, target, "target")
 
 
 def text_items(
@@ -74,18 +87,23 @@ def text_items(
     (ClientError 413), every text, prefix and constraint tokenized once. For a worker thread."""
     texts = body.texts
     check_texts(texts, settings)
-    encoded = translator.encode_inputs(texts, body.prefixes, body.constraint_lists)
+    target = request_target(translator, body.target)
+    encoded = translator.encode_inputs(texts, body.prefixes, body.constraint_lists, target)
     sources = encoded.sources(translator.config.eos_id)  # whole texts (a long one is translated in parts)
     costs = text_costs(sources, translator.config, body.beam_size, body.attention, settings, encoded.forced())
     return items_of(texts, encoded), costs
 
 
 def _encoded(items: list[Item]) -> Encoded:
+    """The items' ids as one batch: each keeps its own tag, so texts of several target languages
+    share a model call."""
     prefixes, constraints = [i.prefix for i in items], [i.constraints for i in items]
+    tags = [i.tag for i in items]
     return Encoded(
         [i.pieces for i in items],
         prefixes if any(prefixes) else None,
         constraints if any(constraints) else None,
+        tags if any(tags) else None,
     )
 
 

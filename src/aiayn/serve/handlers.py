@@ -1,4 +1,5 @@
-"""The server's error answers: every error is JSON {"detail": ...}.
+"""The server's error answers: every error is JSON {"detail": ...}, and on the LibreTranslate-compatible
+endpoints LibreTranslate's {"error": "..."} with its codes (aiayn.serve.limits.error_body).
 
 422 for malformed JSON, wrong types, numbers that are not finite, strings that are not Unicode or
 unknown fields (a list of {"type", "loc", "msg"}: no input is echoed); 413 past a limit (texts past
@@ -18,7 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from aiayn.errors import AiaynError
-from aiayn.serve.limits import ClientError, ServeSettings
+from aiayn.serve.limits import LIBRE_PATHS, ClientError, ServeSettings, error_body
 from aiayn.serve.schemas import TEXT_TOO_LONG, TOO_MANY_TEXTS, too_long, too_many_texts
 
 log = logging.getLogger("aiayn.serve")
@@ -43,7 +44,7 @@ def _plain(error: dict[str, Any]) -> dict[str, Any]:
     return {"type": error["type"], "loc": [_printable(p) for p in error["loc"]], "msg": _printable(msg)}
 
 
-def _over_limit(errors: list[dict[str, Any]], settings: ServeSettings) -> ClientError | None:
+def over_limit(errors: list[dict[str, Any]], settings: ServeSettings) -> ClientError | None:
     """Texts past the schema's bounds are past the server's limits too: its 413, with its limit."""
     for error in errors:
         ctx = error.get("ctx") or {}
@@ -54,34 +55,44 @@ def _over_limit(errors: list[dict[str, Any]], settings: ServeSettings) -> Client
     return None
 
 
+def _answer(
+    request: Request, status: int, detail: Any, headers: dict | None = None, libre_status: int | None = None
+) -> JSONResponse:
+    """The error in the shape of the endpoint asked (error_body)."""
+    status, body = error_body(request.url.path, status, detail, libre_status)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
 def add_error_handlers(app: FastAPI) -> None:
     """The handlers of every error a request can meet."""
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, err: RequestValidationError) -> JSONResponse:
         errors = list(err.errors())
-        over = _over_limit(errors, request.app.state.settings)
+        over = over_limit(errors, request.app.state.settings)
         if over is not None:
-            return JSONResponse({"detail": over.detail}, status_code=over.status)
-        return JSONResponse({"detail": [_plain(e) for e in errors]}, status_code=422)
+            return _answer(request, over.status, over.detail, libre_status=over.libre_status)
+        return _answer(request, 422, [_plain(e) for e in errors])
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, err: HTTPException) -> Response:
         if err.status_code == 400 and err.detail == BODY_PARSE_ERROR:
             msg = "the body could not be read as JSON (not UTF-8, or nested too deeply)"
             error = {"type": "json_invalid", "loc": ["body"], "msg": msg}
-            return JSONResponse({"detail": [error]}, status_code=422)
+            return _answer(request, 422, [error])
+        if request.url.path in LIBRE_PATHS:
+            return _answer(request, err.status_code, str(err.detail), err.headers)
         return await http_exception_handler(request, err)
 
     @app.exception_handler(ClientError)
     async def _client_error(request: Request, err: ClientError) -> JSONResponse:
-        return JSONResponse({"detail": err.detail}, status_code=err.status, headers=err.headers)
+        return _answer(request, err.status, err.detail, err.headers, err.libre_status)
 
     @app.exception_handler(AiaynError)
     async def _aiayn_error(request: Request, err: AiaynError) -> JSONResponse:
-        return JSONResponse({"detail": str(err)}, status_code=400)
+        return _answer(request, 400, str(err))
 
     @app.exception_handler(Exception)
     async def _internal_error(request: Request, err: Exception) -> JSONResponse:
         log.exception("error while serving %s", request.url.path)
-        return JSONResponse({"detail": f"internal error: {type(err).__name__}"}, status_code=500)
+        return _answer(request, 500, f"internal error: {type(err).__name__}")

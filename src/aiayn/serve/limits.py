@@ -1,6 +1,7 @@
 """What `aiayn serve` refuses before a request reaches the model, and the settings that say so.
 
-Every refusal comes at once, before any model work, as JSON {"detail": "..."} with status 413:
+Every refusal comes at once, before any model work, as JSON {"detail": "..."} with status 413
+(LibreTranslate's {"error": "..."} and 400 on its endpoints, 413 for a body):
 - body: over `ServeSettings.max_body_bytes` (room for max_batch texts of max_chars characters,
   each JSON-escaped), seen in Content-Length before a byte is read, or counted while reading
   (chunked bodies), so no oversized body is held or parsed;
@@ -30,6 +31,7 @@ from aiayn.errors import AiaynError
 from aiayn.serve.schemas import MAX_TEXT_CHARS, MAX_TEXTS, too_long, too_many_texts
 
 LEN_A, LEN_B = DecodeConfig.max_len_a, DecodeConfig.max_len_b  # the longest output: a * |source| + b
+LIBRE_PATHS = frozenset({"/translate", "/detect", "/languages"})  # LibreTranslate's (aiayn.serve.libre)
 JSON_BYTES_PER_CHAR = 12  # the most a character takes in JSON: "\ud83d\ude00" for one emoji
 BODY_OVERHEAD = 4096  # the other fields, whitespace and brackets
 
@@ -92,11 +94,25 @@ class ServeSettings:
 
 
 class ClientError(Exception):
-    """A request the server refuses with `status` (413, 503) and a one-line `detail`."""
+    """A request the server refuses with `status` (413, 503) and a one-line `detail`; on the
+    LibreTranslate-compatible endpoints with `libre_status` (default: 400 for a limit, 413, as
+    LibreTranslate answers a text over its limit; else `status`)."""
 
-    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None):
+    def __init__(
+        self, status: int, detail: str, headers: dict[str, str] | None = None, libre_status: int | None = None
+    ):
         super().__init__(detail)
         self.status, self.detail, self.headers = status, detail, headers
+        self.libre_status = libre_status or (400 if status == 413 else status)
+
+
+def error_body(path: str, status: int, detail: Any, libre_status: int | None = None) -> tuple[int, dict]:
+    """An error's status and JSON: {"detail": ...} on /v1, LibreTranslate's {"error": "..."} with
+    `libre_status` (default: `status`, 400 for a malformed request, 422) on its endpoints."""
+    if path not in LIBRE_PATHS:
+        return status, {"detail": detail}
+    text = detail if isinstance(detail, str) else "Invalid request"
+    return libre_status or (400 if status == 422 else status), {"error": text}
 
 
 def check_texts(texts: list[str], settings: ServeSettings) -> None:
@@ -173,7 +189,7 @@ class BodyLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.limit:
-            await _refuse(send, self._detail(f"{int(declared):,}"))
+            await _refuse(send, scope["path"], self._detail(f"{int(declared):,}"))
             return
         read = 0
 
@@ -190,9 +206,9 @@ class BodyLimit:
         await self.app(scope, counted, send)
 
 
-async def _refuse(send: Send, detail: str) -> None:
+async def _refuse(send: Send, path: str, detail: str) -> None:
     """413 with Connection: close, so the server does not read (and throw away) the unread body."""
-    body = json.dumps({"detail": detail}).encode()
+    body = json.dumps(error_body(path, 413, detail)[1]).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send(
         {"type": "http.response.start", "status": 413, "headers": headers + [(b"connection", b"close")]}

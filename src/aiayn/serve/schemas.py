@@ -26,6 +26,11 @@ MAX_BEAM = 16  # a server caps it: memory grows with texts x beams, and beams pa
 MAX_TEXTS = 4096  # the most --max-batch may allow
 MAX_TEXT_CHARS = 100_000  # the most --max-chars may allow
 MAX_CONSTRAINTS = 32  # phrases per text: dynamic beam allocation needs beams for each
+Language = Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9_-]+$")]
+TARGET = (
+    "The language to translate into, for a model of several target languages (GET /v1/model lists "
+    "them); a model of one may be given its own or none."
+)
 Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 Phrases = Annotated[list[Text], Field(max_length=MAX_CONSTRAINTS)]
 BeamSize = Annotated[
@@ -167,6 +172,7 @@ class TranslateRequest(BaseModel):
     )
     sample: Sample | None = Field(None, description="Draw n_best samples instead of searching.")
     align: bool = Field(False, description="Word alignments: [source word, target word] pairs.")
+    target: Language | None = Field(None, description=TARGET)
 
     @model_validator(mode="before")
     @classmethod
@@ -235,6 +241,7 @@ class StreamRequest(BaseModel):
     beam_size: BeamSize = DEFAULT.beam_size
     alpha: Alpha = DEFAULT.alpha
     sample: Sample | None = Field(None, description="Draw one sample per sentence instead of searching.")
+    target: Language | None = Field(None, description=TARGET)
 
     @model_validator(mode="before")
     @classmethod
@@ -297,7 +304,10 @@ class Limits(BaseModel):
 
 class ModelInfo(BaseModel):
     src_lang: str | None
-    tgt_lang: str | None
+    tgt_lang: str | None = Field(description='The target language ("mul" for several).')
+    target_languages: list[str] = Field(
+        [], description="A multilingual model's target languages (a request's target); [] for one."
+    )
     parameters: int
     config: dict
     int8: bool = Field(False, description="Whether the linear layers run in int8 (aiayn serve --int8).")

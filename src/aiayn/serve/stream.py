@@ -34,7 +34,7 @@ from aiayn.decode.document import (
     split_document,
 )
 from aiayn.errors import AiaynError
-from aiayn.serve.batch import items_of
+from aiayn.serve.batch import items_of, request_target
 from aiayn.serve.limits import ClientError, ServeSettings, text_costs
 from aiayn.serve.schemas import StreamRequest, too_long
 
@@ -152,7 +152,7 @@ def document_items(
     each tokenized once, and each one's work, the budget checked over all of them. For a worker
     thread: the work is linear in the document, but not small."""
     doc = split_checked(body, translator.info.get("src_lang") or "en", settings)
-    encoded = translator.encode_inputs(doc.sentences)
+    encoded = translator.encode_inputs(doc.sentences, target_language=request_target(translator, body.target))
     sources = encoded.sources(translator.config.eos_id)
     costs = text_costs(sources, translator.config, body.beam_size, False, settings)
     return doc, items_of(doc.sentences, encoded), costs

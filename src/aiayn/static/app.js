@@ -168,7 +168,7 @@ async function translate() {
   $("score").textContent = "";
   $("attention").hidden = true;
   try {
-    const response = await postJSON("/v1/translate/stream", { text, beam_size: beam() });
+    const response = await postJSON("/v1/translate/stream", { text, beam_size: beam(), ...target() });
     $("result").hidden = false;
     for await (const [name, data] of events(response)) {
       if (name === "error") throw new Error(data.detail);
@@ -184,6 +184,11 @@ async function translate() {
 
 function beam() {
   return Number($("beam").value) || 4;
+}
+
+// The target language chosen in the menu (a model of several: GET /v1/model's target_languages).
+function target() {
+  return $("target-menu").hidden ? {} : { target: $("target").value };
 }
 
 function addSentence(data) {
@@ -211,7 +216,8 @@ async function selectSentence(index) {
     s.classList.toggle("selected", Number(s.dataset.index) === index));
   const sentence = state.sentences[index];
   try {
-    const response = await postJSON("/v1/translate", { text: sentence.source, beam_size: beam(), attention: true });
+    const body = { text: sentence.source, beam_size: beam(), attention: true, ...target() };
+    const response = await postJSON("/v1/translate", body);
     show((await response.json()).translations[0]);
     $("heatmap").dataset.sentence = index;
   } catch (err) {
@@ -234,6 +240,7 @@ async function showModel() {
   try {
     const info = await (await fetch("/v1/model")).json();
     const langs = info.src_lang && info.tgt_lang ? `${info.src_lang} \u2192 ${info.tgt_lang} \u00b7 ` : "";
+    fillTargets(info.target_languages || []);
     const c = info.config;
     const n = info.parameters, size = n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : `${(n / 1e3).toFixed(1)}k`;
     $("model-info").textContent = `${langs}${size} parameters \u00b7 ` +
@@ -241,6 +248,12 @@ async function showModel() {
   } catch (err) {
     $("model-info").textContent = "";
   }
+}
+
+// A menu of the target languages, shown only for a model of several.
+function fillTargets(languages) {
+  $("target").replaceChildren(...languages.map((lang) => new Option(lang, lang)));
+  $("target-menu").hidden = languages.length < 2;
 }
 
 $("translate").addEventListener("click", translate);

@@ -198,11 +198,23 @@ def average_run(
 
 
 def _run_facts(run: Path) -> dict[str, Any]:
-    """run.json's languages, task and parse settings for the model's config.json, each checked as a
-    config value is: a wrong type is a one-line error here, not a TypeError in a later command."""
+    """run.json's languages (a multilingual model's target languages and their tag too), task and
+    parse settings for the model's config.json, each checked as a config value is: a wrong type is a
+    one-line error here, not a TypeError in a later command."""
     info = read_json_object(run / RUN_INFO) if (run / RUN_INFO).is_file() else {}
-    kinds = {"src_lang": str, "tgt_lang": str, "task": str, "parse": dict, "longest_source": int}
+    kinds = {
+        "src_lang": str,
+        "tgt_lang": str,
+        "target_languages": list,
+        "target_tag": str,
+        "task": str,
+        "parse": dict,
+        "longest_source": int,
+    }
     for key, kind in kinds.items():
         if info.get(key) is not None and not isinstance(info[key], kind):
             raise AiaynError(f"{run / RUN_INFO}: {key} must be a {kind.__name__}, got {info[key]!r}")
+    languages = info.get("target_languages") or []
+    if not all(isinstance(lang, str) and lang for lang in languages):
+        raise AiaynError(f"{run / RUN_INFO}: target_languages must be language codes, got {languages!r}")
     return {key: info[key] for key in kinds if info.get(key)}

@@ -1,7 +1,8 @@
 """The run directory: resolved config, run metadata, resume detection and `--init-from`.
 
 RUN_DIR/config.yaml      the RunConfig actually used (vocab_size from the data's spm.model)
-RUN_DIR/run.json         the aiayn release, the data directory, languages, world size, the model started
+RUN_DIR/run.json         the aiayn release, the data directory, languages (with a multilingual
+                         model's target languages and their tag), world size, the model started
                          from, the longest training source (tokens with EOS: translating splits far
                          longer ones)
 RUN_DIR/spm.model        a copy of the data's SentencePiece model (for `aiayn average`)
@@ -144,6 +145,8 @@ def write_run_files(
             data, _recorded(run_dir, "longest_source", int) if resuming else None
         ),
     }
+    if meta.get("target_languages"):  # a multilingual model: the tag that chooses each language
+        info.update(target_languages=meta["target_languages"], target_tag=meta.get("target_tag"))
     if meta.get("task") == "parse":  # the model directory says what it is (aiayn.parse.parser)
         info.update(task="parse", parse=meta.get("parse"))
     atomic_write_text(run_dir / RUN_INFO, json.dumps(info, indent=2) + "\n")
