@@ -60,7 +60,7 @@ def openapi() -> dict[str, Any]:
 @cache
 def cli_commands() -> dict[str, tuple[Any, str]]:
     """The parser's commands in its order: name -> (its parser, its help line)."""
-    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal: the same page on every machine
+    os.environ["COLUMNS"] = "92"  # argparse wraps at COLUMNS - 2: the same page on every machine, 90 wide
     from aiayn.cli import build_parser
 
     parser = build_parser()

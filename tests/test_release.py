@@ -1,7 +1,8 @@
 """The release: one version (aiayn.__version__, which pyproject.toml reads), `aiayn --version`, the
-version in every model directory and run, CHANGELOG.md's newest release, and the wheel installed
-into a fresh virtual environment working on its own (`aiayn --version`, a translation of a stored
-toy model with the native step built from the wheel's sources)."""
+version in every model directory and run, CHANGELOG.md's newest release, the sdist holding every
+file of the package, and the wheel built from it installed into a fresh virtual environment working
+on its own (`aiayn --version`, `quickstart --help`, `serve --help` and its page, a translation of a
+stored toy model with the native step built from the wheel's sources)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import shutil
 import site
 import subprocess
 import sys
+import tarfile
 import tomllib
 import zipfile
 from pathlib import Path
@@ -95,20 +97,50 @@ def _fresh_venv(path: Path) -> Path:
     return python
 
 
+def _package_files() -> set[str]:
+    """Every file of the package in this checkout, relative to src/aiayn (no bytecode)."""
+    package = ROOT / "src" / "aiayn"
+    return {
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
+
+
+def _build_sdist(tree: Path, dist: Path) -> Path:
+    """The sdist of `tree`, built by setuptools' PEP 517 backend as `python -m build --sdist` has
+    it built (without the isolated environment: nothing is downloaded)."""
+    code = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(dist)], cwd=tree, check=True, capture_output=True, text=True
+    )
+    return dist / done.stdout.splitlines()[-1]
+
+
 @pytest.mark.slow
-def test_the_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
-    tree = tmp_path / "tree"  # a copy: the build writes build/ and *.egg-info beside the sources
+def test_the_sdist_and_its_wheel_install_and_run_in_a_fresh_venv(tmp_path):
+    tree = tmp_path / "tree"  # a copy: the build writes *.egg-info beside the sources
     shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, tree / name)
+    package = _package_files()  # the Python modules, the native step's C++, static/, configs/
+    assert {"runtime/native_step.cpp", "runtime/native_beam.h", "static/app.js", "configs/big.yaml"} < package
+
+    sdist = _build_sdist(tree, tmp_path / "sdist")
+    assert sdist.name == f"aiayn-{aiayn.__version__}.tar.gz"
+    top = f"aiayn-{aiayn.__version__}/src/aiayn/"
+    with tarfile.open(sdist) as archive:
+        in_sdist = {n.removeprefix(top) for n in archive.getnames() if n.startswith(top)}
+    assert package <= in_sdist, f"not in the sdist: {sorted(package - in_sdist)}"
+
+    # the wheel built from the sdist, as `python -m build` builds it
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", tmp_path / "dist", tree]
+    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", tmp_path / "dist", sdist]
     subprocess.run(build, check=True)
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     assert wheel.name == f"aiayn-{aiayn.__version__}-py3-none-any.whl"
-    names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = ("runtime/native_step.cpp", "runtime/native_beam.h", "static/index.html", "configs/tiny.yaml")
-    assert {f"aiayn/{name}" for name in shipped} <= names
+    in_wheel = {n.removeprefix("aiayn/") for n in zipfile.ZipFile(wheel).namelist() if n.startswith("aiayn/")}
+    assert package <= in_wheel, f"not in the wheel: {sorted(package - in_wheel)}"
 
     python = _fresh_venv(tmp_path / "venv")
     subprocess.run([*pip, "--python", python, "install", "--no-deps", "--no-index", wheel], check=True)
@@ -125,6 +157,9 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
     assert where.startswith(str(tmp_path / "venv")), where
     assert run(aiayn_bin, "--version") == f"aiayn {aiayn.__version__}\n"
     assert "--steps" in run(aiayn_bin, "quickstart", "--help")
+    assert "--port" in run(aiayn_bin, "serve", "--help")
+    page = "from importlib import resources as r; print((r.files('aiayn') / 'static/index.html').is_file())"
+    assert run(str(python), "-c", page) == "True\n"  # the page serve sends, found as the server finds it
     texts, want = _golden_beam_texts()
     got = run(aiayn_bin, "translate", str(GOLDEN / "toy_a"), "--beam", "4", stdin="\n".join(texts) + "\n")
     assert got.splitlines() == want

@@ -1,12 +1,13 @@
 """Cleaning the training pairs in `aiayn prepare` (`--clean`, or a recipe's `clean:`), the rules that
 web-crawled corpora need (OpusCleaner's and Mozilla's translations pipeline's filters):
 
-    duplicates       the same pair again (after whitespace is collapsed): the first one is kept
+    duplicates       the same pair again (after whitespace is collapsed): the first one kept
     near_duplicates  the same pair again once case, punctuation and spaces are ignored
-    copies           the target is the source (case and spaces ignored): nothing to learn but copying
-    language         the source is not in src_lang, or the target not in tgt_lang, by py3langid's
-                     identifier (its model ships inside the wheel); lines with fewer than
-                     `min_chars` letters are not judged (too short to tell)
+    copies           the target is the source (case and spaces ignored): nothing to learn
+                     but copying
+    language         the source is not in src_lang, or the target not in tgt_lang, by
+                     py3langid's identifier (its model ships inside the wheel); lines with
+                     fewer than `min_chars` letters are not judged (too short to tell)
 
 Rules run in that order and a pair is counted under the first that removes it. Only the train split
 is cleaned (BLEU scores valid and test whole); the length and ratio limits stay prepare's `Filters`.

@@ -5,15 +5,15 @@ OpusTrainer's mixing):
     src_lang: es
     tgt_lang: en
     sources:
-      - corpus: bible-es-en          # a built-in corpus (its train split), or a user's files:
+      - corpus: bible-es-en  # a built-in corpus (its train split), or a user's files:
         weight: 1
       - name: crawl
-        src: crawl.es                # src + tgt, or tsv; relative to the recipe's folder
+        src: crawl.es        # src + tgt, or tsv; relative to the recipe's folder
         tgt: crawl.en
-        weight: 0.5                  # each epoch draws half of its pairs (a new half each epoch)
+        weight: 0.5          # each epoch draws half of its pairs (a new half each epoch)
     valid: {src: dev.es, tgt: dev.en}  # optional: else the first source's (a built-in's own
     test: {tsv: test.tsv}              #   valid/test, or split off its files with the seed)
-    clean: true                      # or a list of rules: duplicates, near_duplicates, copies, language
+    clean: true     # or a list of rules: duplicates, near_duplicates, copies, language
 
 Many target languages in one model (`tags: true`): each source's target language (a built-in
 corpus's own, or the entry's `tgt_lang`) is written before each of its sources as `>>de<<`, the
