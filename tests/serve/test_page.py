@@ -14,6 +14,8 @@ import httpx
 import numpy as np
 import pytest
 
+import aiayn
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
@@ -32,7 +34,8 @@ def test_page_files_are_served(client):
         response = client.get(path)
         assert response.status_code == 404 and response.json() == {"detail": "Not Found"}
     assert client.get("/docs").status_code == 200
-    assert "/v1/translate" in client.get("/openapi.json").json()["paths"]
+    schema = client.get("/openapi.json").json()
+    assert "/v1/translate" in schema["paths"] and schema["info"]["version"] == aiayn.__version__
 
 
 def _free_port() -> int:

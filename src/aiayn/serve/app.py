@@ -32,6 +32,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from aiayn import __version__
 from aiayn.decode.languages import target_languages
 from aiayn.serve.api_keys import ApiKeys
 from aiayn.serve.batch import Item, Options, TranslatorLike, run_batch, text_items
@@ -165,7 +166,12 @@ def create_app(
         yield
         await batcher.stop()
 
-    app = FastAPI(title="aiayn", summary="Transformer translation (Vaswani et al., 2017)", lifespan=lifespan)
+    app = FastAPI(
+        title="aiayn",
+        summary="Transformer translation (Vaswani et al., 2017)",
+        version=__version__,
+        lifespan=lifespan,
+    )
     app.state.batcher, app.state.settings = batcher, settings
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     add_error_handlers(app)
