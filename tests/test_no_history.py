@@ -14,10 +14,8 @@ import pytest
 PENDING: frozenset[str] = frozenset(
     {
         "src/aiayn/decode/speculative.py",
-        "src/aiayn/runtime/linear.py",
         "src/aiayn/runtime/native_step.cpp",
         "src/aiayn/runtime/native_step.py",
-        "src/aiayn/serve/connections.py",
     }
 )
 

@@ -202,7 +202,7 @@ _ROW_BOUNDS = (2, 12, 64)  # between the probes, in log scale: a row count takes
 
 
 # One row (a sentence's greedy step) takes the panels untimed (packed where the library is not built):
-# a tiny step's 19 products 0.36 ms, against 1.57 packed and 2.17 MKL (2-core Zen 3, history.md s25).
+# they are the fastest for one row on the CPUs measured (docs/performance.md, BENCHMARKS.md).
 ONE_ROW: str | None = "panels"  # None: timed like the other row classes (benchmarks/packed_memory.py)
 
 
@@ -323,7 +323,7 @@ class PackedFeedForward(nn.Module):
     products on the packed weight for the row count, ReLU is oneDNN's post-op of the first and the
     rows are padded once for both; with both on the panels ReLU is applied as the first stores its
     outputs; otherwise each layer takes its own kernel and ReLU runs in place (the hidden (rows,
-    d_ff) never copied: 1.01-1.04x, docs/history.md s24). Other activations run as the model's,
+    d_ff) never copied: docs/history.md). Other activations run as the model's,
     other layers (int8, swapped in later) as they are."""
 
     def __init__(self, linear1: PackedLinear, linear2: PackedLinear, activation) -> None:

@@ -4,7 +4,7 @@ request's head and a cap on open connections, and floods of failed accept() logg
 uvicorn (0.54) times out only idle keep-alive connections (`timeout_keep_alive`, after a response):
 a client that sends a header line every few seconds is kept forever, and a few hundred of them use
 up the process's files, after which every accept() fails and asyncio logs a traceback for each
-(issue 38: 105 MB of log in 30 s). Here:
+(105 MB of log in 30 s, measured with uvicorn 0.54). Here:
 
 - a connection has HEAD_TIMEOUT_S seconds, from its opening or from its last response, to send a
   whole request head (the request line and every header), else it is closed;
