@@ -34,9 +34,9 @@ from torch import Tensor
 from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.decode import align as alignment
 from aiayn.decode.bundle import ModelBundle, load_bundle
+from aiayn.decode.generate import Controls, decode_batch, source_limit, target_limit
 from aiayn.decode.inputs import Encoded, SplitHook, source_units, target_constraints, target_prefixes
-from aiayn.decode.search import Hypothesis, StopHook
-from aiayn.decode.stepper import Controls, decode_batch, source_limit, target_limit
+from aiayn.decode.rules import Hypothesis, StopHook
 from aiayn.errors import AiaynError, TextError
 from aiayn.model.transformer import Transformer
 
@@ -274,7 +274,7 @@ class Translator:
         `replace_unk`: an output word holding <unk> becomes its aligned source word. `on_split(index,
         length, limit, parts)` hears of each text over the source limit (default: a `warnings.warn`);
         `progress(n)` after each batch of n sources; `should_stop()` before every search step
-        (aiayn.decode.search.SearchStopped when it answers True). `keys`: per text, what seeds its samples
+        (aiayn.decode.rules.SearchStopped when it answers True). `keys`: per text, what seeds its samples
         (default: its index; a server batching texts of several requests passes each text's index in its
         own request, so samples do not depend on batching). `encoded`: the texts with their prefix and
         constraints as `encode_inputs` gave them, for a caller that tokenized them already (then `prefix`
