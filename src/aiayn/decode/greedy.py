@@ -25,7 +25,7 @@ from aiayn.runtime.blockwise import row_max
 
 
 class Chooser(Protocol):
-    """A strategy of the row loop: the next token of every live row."""
+    """A strategy of the greedy loop: the next token of every live row."""
 
     def __call__(self, logp: Tensor, step: int, rows: Tensor) -> tuple[Tensor, Tensor]:
         """logp (rows, vocab), masked by the rules, of the live rows `rows` (rows,) (their index
@@ -87,7 +87,7 @@ def run_greedy(
 
 
 def __getattr__(name: str):
-    """The row loop's older name (run_rows, of aiayn.decode.rows), with a DeprecationWarning."""
+    """The loop's older name (run_rows, of the module aiayn.decode.rows), with a DeprecationWarning."""
     if name != "run_rows":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     warnings.warn("run_rows is deprecated: it is aiayn.decode.greedy.run_greedy now", DeprecationWarning, 2)

@@ -38,8 +38,8 @@ class Stepper(Protocol):
     """What a search needs of a model: one decoding step and control of the cached rows. A stepper
     may also give a step's logits and their log-normalisers (`logits_and_normalizers(tokens)`, as
     `TransformerStepper`): beam search then never writes the log-probabilities out; and greedy
-    search's steps, or beam search's, for a run of steps in one native call (`greedy_steps(...)`,
-    `beam_steps(...)`, as `TransformerStepper`), which the row and beam loops then take in runs."""
+    search's steps, or beam search's, in runs of one native call each (`runs(rules)`, as
+    `TransformerStepper`): `aiayn.decode.stepper.backend_of` decides which, once a search."""
 
     def step(self, tokens: Tensor) -> Tensor:
         """tokens (rows,) -> next-token log-probabilities (rows, vocab), float32."""
@@ -147,7 +147,7 @@ class SearchRules:
 
     def run_length(self, taken: int, total: int) -> int:
         """How many of the `total - taken` steps left one native call may take (a stepper's
-        `greedy_steps`, `beam_steps`): all, or STOP_EVERY where a stop hook waits to be asked."""
+        `NativeSearch.greedy`, `.beam`): all, or STOP_EVERY where a stop hook waits to be asked."""
         return total - taken if self.should_stop is None else min(STOP_EVERY, total - taken)
 
     def check_stop(self, step: int) -> None:

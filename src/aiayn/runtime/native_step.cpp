@@ -48,7 +48,7 @@ using at::Tensor;
 using namespace aiayn_native;  // NOLINT: native_layers.h's pieces, used throughout
 
 // Each row's maximum and the column of its first occurrence (x (rows, columns) float32), as `max(1)`
-// and the row loop's row_max give them: the values by the vectorised `amax`, then a scan for the first
+// and the greedy loop's row_max give them: the values by the vectorised `amax`, then a scan for the first
 // column holding it (or the first NaN, which `max` returns where a row has one).
 static std::tuple<Tensor, Tensor> first_max(const Tensor& x) {
   const Tensor values = at::amax(x, 1), data = x.contiguous();

@@ -16,10 +16,18 @@ oneDNN-packed weights, so the compiled model had plain ones).
 `NativeDecoder.extend` (`decode_positions`) feeds several new positions per row in one call:
 speculative decoding's check (aiayn.decode.ragged, aiayn.decode.speculative).
 
+This module is the one boundary between Python and C++. What crosses is typed, each object named
+field by field and made once: a search's rules (`native_rules`: native_rules.h) and target side
+(`native_target`) bound to the decoder in one `Search` when the search starts (`NativeSearch`: greedy
+and beam search's steps in runs), the beam state as one `BeamState`, the decoder's caches as one
+`Caches` (kept with the `DecoderState`); no call takes more than eight arguments. A native call that
+fails turns decoding to Python at one guard (`fallback`): the Python step answers instead, the
+decoder is given up, and a RuntimeWarning says why.
+
 `attach_native_decoder(model)` gives a float32 (or int8) CPU Transformer a native decoder, kept
-here (the model knows nothing of it); `decode_step(model, tokens, state)`, which the search's
-stepper calls, runs it when decoding without gradients, in eval mode, and `model.decode_step`
-otherwise. It holds the model's weights by reference: attach after the weights are final
+here (the model knows nothing of it); a search's stepper takes it when it is made
+(`native_for`: without gradients, in eval mode, still valid), and `decode_step(model, tokens,
+state)` runs one step with it, `model.decode_step` otherwise. It holds the model's weights by reference: attach after the weights are final
 (`Translator.load` does). A model with an attention window (`aiayn.model.window`) is declined: its
 decoder keeps a ring buffer of the window's keys and values, which the native step does not read.
 A layer or Parameter put in place of one of the model's, or a weight
