@@ -27,8 +27,8 @@ decoder is given up, and a RuntimeWarning says why.
 `attach_native_decoder(model)` gives a float32 (or int8) CPU Transformer a native decoder, kept
 here (the model knows nothing of it); a search's stepper takes it when it is made
 (`native_for`: without gradients, in eval mode, still valid), and `decode_step(model, tokens,
-state)` runs one step with it, `model.decode_step` otherwise. It holds the model's weights by reference: attach after the weights are final
-(`Translator.load` does). A model with an attention window (`aiayn.model.window`) is declined: its
+state)` runs one step with it, `model.decode_step` otherwise. It holds the model's weights by
+reference: attach after the weights are final (`Translator.load` does). A model with an attention window (`aiayn.model.window`) is declined: its
 decoder keeps a ring buffer of the window's keys and values, which the native step does not read.
 A layer or Parameter put in place of one of the model's, or a weight
 moved or cast, sends decoding back to Python; a copy or a pickle of the model decodes in Python
