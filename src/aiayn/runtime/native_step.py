@@ -28,10 +28,10 @@ decoder is given up, and a RuntimeWarning says why.
 here (the model knows nothing of it); a search's stepper takes it when it is made
 (`native_for`: without gradients, in eval mode, still valid), and `decode_step(model, tokens,
 state)` runs one step with it, `model.decode_step` otherwise. It holds the model's weights by
-reference: attach after the weights are final (`Translator.load` does). A model with an attention window (`aiayn.model.window`) is declined: its
-decoder keeps a ring buffer of the window's keys and values, which the native step does not read.
-A layer or Parameter put in place of one of the model's, or a weight
-moved or cast, sends decoding back to Python; a copy or a pickle of the model decodes in Python
+reference: attach after the weights are final (`Translator.load` does). A model with an attention
+window (`aiayn.model.window`) is declined: its decoder keeps a ring buffer of the window's keys and
+values, which the native step does not read. A layer or Parameter put in place of one of the
+model's, or a weight moved or cast, sends decoding back to Python; a copy or a pickle of the model decodes in Python
 until attached again. Any failure after the library is loaded (building the decoder, its first
 one-row step, a later step) leaves decoding in Python, with the reason.
 """
