@@ -31,9 +31,9 @@ state)` runs one step with it, `model.decode_step` otherwise. It holds the model
 reference: attach after the weights are final (`Translator.load` does). A model with an attention
 window (`aiayn.model.window`) is declined: its decoder keeps a ring buffer of the window's keys and
 values, which the native step does not read. A layer or Parameter put in place of one of the
-model's, or a weight moved or cast, sends decoding back to Python; a copy or a pickle of the model decodes in Python
-until attached again. Any failure after the library is loaded (building the decoder, its first
-one-row step, a later step) leaves decoding in Python, with the reason.
+model's, or a weight moved or cast, sends decoding back to Python; a copy or a pickle of the model
+decodes in Python until attached again. Any failure after the library is loaded (building the
+decoder, its first one-row step, a later step) leaves decoding in Python, with the reason.
 """
 
 from __future__ import annotations
