@@ -2,6 +2,7 @@
 two packages import each other, however indirectly (imports inside functions count)."""
 
 import ast
+import re
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -77,3 +78,16 @@ def test_the_modules_of_decode_import_one_way():
         pytest.fail(f"decode's modules import each other: {' -> '.join(e.args[1])}")
     assert "strategies" in graph["generate"] and {"beam", "greedy"} <= graph["strategies"]
     assert "stepper" in graph["beam"] & graph["greedy"] and "rules" in graph["stepper"]
+
+
+@pytest.mark.parametrize("package", ["decode", "runtime"])
+def test_the_layout_names_every_module_of_the_search(package):
+    """docs/layout.md describes what the code is: its row of each of the search's packages names
+    every module there (and C++ source)."""
+    layout = (PACKAGE.parents[1] / "docs" / "layout.md").read_text(encoding="utf-8")
+    row = next(line for line in layout.splitlines() if line.startswith(f"| `{package}/` |"))
+    named = set(re.findall(r"`([A-Za-z_]+(?:\.h|\.cpp)?)`", row))
+    folder = PACKAGE / package
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    modules |= {p.name for p in [*folder.glob("*.h"), *folder.glob("*.cpp")]}
+    assert not modules - named, f"docs/layout.md's {package}/ row does not name {sorted(modules - named)}"

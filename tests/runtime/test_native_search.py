@@ -10,6 +10,7 @@ installed or AIAYN_NATIVE=0 says not to use one.
 """
 
 import copy
+import inspect
 
 import pytest
 import torch
@@ -350,3 +351,48 @@ def test_a_run_that_fails_leaves_the_search_in_python(monkeypatch, search):
         got = decode_batch(model, src, options)
     assert native_decoder(model) is None
     assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in want]
+
+
+def test_no_call_into_the_library_takes_more_than_eight_arguments():
+    """The boundary is typed: rules, target side, beam state and caches cross as objects."""
+    schemas = [s for s in torch._C._jit_get_custom_class_schemas() if "torch.classes.aiayn." in str(s)]
+    assert {"greedy", "beam", "step", "extend", "propose"} <= {s.name for s in schemas}
+    wide = [str(s) for s in schemas if len(s.arguments) - 1 > 8]  # the object itself not counted
+    assert not wide, wide
+
+
+class Recording:
+    """A native `Search` that records the Python functions between each run's call and the loop."""
+
+    def __init__(self, search, calls: list[list[str]]):
+        self.search, self.calls = search, calls
+
+    def _record(self) -> None:
+        names = [frame.function for frame in inspect.stack()[2:]]  # past this method and its caller's
+        loop = next(i for i, name in enumerate(names) if name in ("run_beams", "run_greedy"))
+        self.calls.append(names[:loop])
+
+    def greedy(self, *args):
+        self._record()
+        return self.search.greedy(*args)
+
+    def beam(self, *args):
+        self._record()
+        return self.search.beam(*args)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam 4, 2 best"])
+def test_between_the_loop_and_the_library_at_most_three_python_calls(monkeypatch, search):
+    """One sentence: the loop calls the search's run, which calls C++ (a guard between them)."""
+    model, calls = model_with("paper"), []
+    made = native_step.NativeDecoder.search
+
+    def recording(self, *args):
+        found = made(self, *args)
+        found._search = Recording(found._search, calls)
+        return found
+
+    monkeypatch.setattr(native_step.NativeDecoder, "search", recording)
+    with torch.inference_mode():
+        decode_batch(model, sources(1, model.config.pad_id), DecodeConfig(max_len_a=1.0, **SEARCHES[search]))
+    assert calls and all(1 <= len(between) <= 3 for between in calls), calls
