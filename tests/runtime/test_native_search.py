@@ -23,7 +23,7 @@ from aiayn.decode.rules import STOP_EVERY, SearchRules, SearchStopped
 from aiayn.decode.shortlist import Shortlist
 from aiayn.decode.stepper import TransformerStepper
 from aiayn.model.transformer import Transformer
-from aiayn.runtime import native_step
+from aiayn.runtime import native_build, native_step
 from aiayn.runtime.native_step import attach_native_decoder, native_decoder
 from aiayn.runtime.quantize import quantize_int8
 
@@ -355,6 +355,7 @@ def test_a_run_that_fails_leaves_the_search_in_python(monkeypatch, search):
 
 def test_no_call_into_the_library_takes_more_than_eight_arguments():
     """The boundary is typed: rules, target side, beam state and caches cross as objects."""
+    assert native_build.load(), native_build.reason()
     schemas = [s for s in torch._C._jit_get_custom_class_schemas() if "torch.classes.aiayn." in str(s)]
     assert {"greedy", "beam", "step", "extend", "propose"} <= {s.name for s in schemas}
     wide = [str(s) for s in schemas if len(s.arguments) - 1 > 8]  # the object itself not counted
