@@ -50,7 +50,7 @@ import torch
 from transformers import MarianConfig, MarianMTModel
 
 from aiayn.config import DecodeConfig
-from aiayn.decode.stepper import decode_batch
+from aiayn.decode.generate import decode_batch
 from aiayn.interop.marian_import import config_from_marian, resolve_embeddings
 from aiayn.interop.weights import marian_to_aiayn
 from aiayn.model.transformer import Transformer

@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 from aiayn.config import DecodeConfig
-from aiayn.decode.stepper import decode_batch
+from aiayn.decode.generate import decode_batch
 from aiayn.runtime.linear import pack_for_inference
 from aiayn.runtime.native_step import attach_native_decoder
 from decode import EOS, build_models, convert_for_ctranslate2, ct2_names  # benchmarks/

@@ -1,10 +1,11 @@
 """Search steps in runs (docs/performance.md, "Search steps in runs") against single steps: a trained
 model translates the same sources with greedy search and beam search, one sentence a call and in
-batches, with the stepper's native runs (`greedy_steps`, `beam_steps`: the whole search in one call
-until a sentence ends) and without them (the loops' single steps over the same native step, then
-their bookkeeping in Python), the two alternating in one process, best of `--rounds`. Both give the
-same outputs to the last bit (tests/runtime/test_native_search.py); printed: tokens/s of each and
-their ratio (> 1: the runs are faster), and how many outputs differ (0 expected).
+batches, with the stepper's native runs (`TransformerStepper.runs`: `NativeSearch.greedy` and
+`.beam`, the whole search in one call until a sentence ends) and without them (the loops' single
+steps over the same native step, then their bookkeeping in Python), the two alternating in one
+process, best of `--rounds`. Both give the same outputs to the last bit
+(tests/runtime/test_native_search.py); printed: tokens/s of each and their ratio (> 1: the runs are
+faster), and how many outputs differ (0 expected).
 
     python benchmarks/search_runs.py MODEL_DIR SOURCES [--sentences 200] [--int8] [--shortlist]
         [--beams 1,4] [--batches 1,32] [--rounds 3]
@@ -22,13 +23,12 @@ import torch
 from aiayn.decode.stepper import TransformerStepper
 from aiayn.decode.translator import Translator
 
-RUNS = {name: getattr(TransformerStepper, name) for name in ("greedy_steps", "beam_steps")}
+RUNS = TransformerStepper.runs
 
 
 def use_runs(on: bool) -> None:
     """The stepper's runs on, or off (the loops then take single steps)."""
-    for name, method in RUNS.items():
-        setattr(TransformerStepper, name, method if on else lambda self, *args: None)
+    TransformerStepper.runs = RUNS if on else lambda self, rules: None
 
 
 def translate(translator: Translator, texts: list[str], beam: int, batch: int, shortlist: bool):

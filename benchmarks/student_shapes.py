@@ -20,7 +20,7 @@ import time
 import torch
 
 from aiayn.config import DecodeConfig, ModelConfig
-from aiayn.decode.stepper import decode_batch
+from aiayn.decode.generate import decode_batch
 from aiayn.model.transformer import Transformer
 from aiayn.runtime.inference import prepare_for_inference
 

@@ -1,6 +1,9 @@
-"""The packages import one way (docs/layout.md): the lower ones never import the upper ones."""
+"""The packages import one way (docs/layout.md): the lower ones never import the upper ones, and no
+two packages import each other, however indirectly (imports inside functions count)."""
 
 import ast
+import re
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import pytest
@@ -10,12 +13,24 @@ NEVER = {  # package: the packages it must not import
     "model": ("aiayn.runtime", "aiayn.train", "aiayn.decode", "aiayn.serve", "aiayn.apps", "aiayn.cli"),
     "runtime": ("aiayn.train", "aiayn.decode", "aiayn.serve", "aiayn.apps", "aiayn.cli"),
     "data": ("aiayn.train", "aiayn.decode", "aiayn.serve", "aiayn.apps", "aiayn.cli"),
+    "decode": (
+        "aiayn.train",
+        "aiayn.evaluate",
+        "aiayn.serve",
+        "aiayn.parse",
+        "aiayn.interop",
+        "aiayn.vision",
+        "aiayn.apps",
+        "aiayn.cli",
+    ),  # fmt: skip
 }
 
 
-def imported(path: Path) -> set[str]:
+def imported(path: Path, top_level: bool = False) -> set[str]:
+    """The absolute imports of a module: anywhere in it, or only its own top-level statements."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in tree.body if top_level else ast.walk(tree):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -32,3 +47,47 @@ def test_a_lower_package_never_imports_an_upper_one(package):
         if name.startswith(NEVER[package])
     ]
     assert not wrong, wrong
+
+
+def test_no_two_packages_import_each_other():
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    graph: dict[str, set[str]] = {name: set() for name in packages}
+    for name in packages:
+        for path in (PACKAGE / name).rglob("*.py"):
+            graph[name] |= {m.split(".")[1] for m in imported(path) if m.startswith("aiayn.")} & packages
+        graph[name].discard(name)
+    try:
+        order = list(TopologicalSorter(graph).static_order())
+    except CycleError as e:
+        pytest.fail(f"packages import each other: {' -> '.join(e.args[1])}")
+    assert {"model", "runtime", "decode"} <= set(order) and order.index("runtime") < order.index("decode")
+
+
+def test_the_modules_of_decode_import_one_way():
+    """Within the search, module by module (their top-level imports; a deprecated name that resolves on
+    first use imports lazily): the entry above the strategies above the loops above the stepper."""
+    modules = {p.stem for p in (PACKAGE / "decode").glob("*.py")} - {"__init__"}
+    graph = {
+        name: {m.split(".")[2] for m in imported(PACKAGE / "decode" / f"{name}.py", top_level=True)
+               if m.startswith("aiayn.decode.")} & modules
+        for name in modules
+    }  # fmt: skip
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as e:
+        pytest.fail(f"decode's modules import each other: {' -> '.join(e.args[1])}")
+    assert "strategies" in graph["generate"] and {"beam", "greedy"} <= graph["strategies"]
+    assert "stepper" in graph["beam"] & graph["greedy"] and "rules" in graph["stepper"]
+
+
+@pytest.mark.parametrize("package", ["decode", "runtime"])
+def test_the_layout_names_every_module_of_the_search(package):
+    """docs/layout.md describes what the code is: its row of each of the search's packages names
+    every module there (and C++ source)."""
+    layout = (PACKAGE.parents[1] / "docs" / "layout.md").read_text(encoding="utf-8")
+    row = next(line for line in layout.splitlines() if line.startswith(f"| `{package}/` |"))
+    named = set(re.findall(r"`([A-Za-z_]+(?:\.h|\.cpp)?)`", row))
+    folder = PACKAGE / package
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    modules |= {p.name for p in [*folder.glob("*.h"), *folder.glob("*.cpp")]}
+    assert not modules - named, f"docs/layout.md's {package}/ row does not name {sorted(modules - named)}"

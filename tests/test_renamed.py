@@ -5,6 +5,7 @@ import sys
 import warnings
 
 import pytest
+import torch
 
 from aiayn._renamed import RENAMED
 
@@ -44,3 +45,74 @@ def test_a_renamed_class_is_found_by_its_old_name_with_a_warning():
 def test_a_name_that_never_existed_is_still_not_found():
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("aiayn.model.no_such_module")
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "new"),
+    [
+        ("aiayn.decode.stepper", "decode_batch", "aiayn.decode.generate"),
+        ("aiayn.decode.stepper", "Controls", "aiayn.decode.generate"),
+        ("aiayn.decode.stepper", "max_lengths", "aiayn.decode.generate"),
+        ("aiayn.decode.search", "Hypothesis", "aiayn.decode.rules"),
+        ("aiayn.decode.search", "SearchStopped", "aiayn.decode.rules"),
+        ("aiayn.decode.search", "length_penalty", "aiayn.decode.rules"),
+    ],
+)
+def test_a_name_that_moved_out_of_a_module_is_found_there_with_a_warning(module, name, new):
+    with pytest.warns(
+        DeprecationWarning, match=rf"^{module}\.{name} is deprecated: it is {new}\.{name} now$"
+    ):
+        found = getattr(importlib.import_module(module), name)
+    assert found is getattr(importlib.import_module(new), name)
+
+
+class Markov:
+    """A Stepper whose next-token log-probabilities depend on each row's last token only."""
+
+    table = torch.randn(9, 9, generator=torch.Generator().manual_seed(0)).log_softmax(-1)
+
+    def __init__(self, rows: int, vocab: int):
+        assert vocab == 9
+
+    def step(self, tokens):
+        return self.table[tokens].clone()
+
+    def reorder(self, index):
+        pass
+
+    def select(self, index):
+        pass
+
+
+@pytest.mark.parametrize("where", ["aiayn.decode.search", "aiayn.decode"])
+def test_the_old_searches_take_the_rules_as_keywords_and_find_what_the_new_ones_find(where):
+    """`beam_search(stepper, max_lens, beam_size=k, **fields of SearchRules)`, as before: a warning,
+    and the hypotheses of the strategies given a SearchRules."""
+    from aiayn.decode import strategies
+    from aiayn.decode.rules import SearchRules
+
+    fields = dict(start_id=1, eos_id=2, banned=[0, 1], alpha=0.6)
+    max_lens = torch.tensor([5, 7])
+    with pytest.warns(
+        DeprecationWarning, match=r"beam_search is deprecated: it is aiayn\.decode\.strategies"
+    ):
+        old = importlib.import_module(where).beam_search(Markov(8, 9), max_lens, beam_size=4, **fields)
+    new = strategies.beam_search(Markov(8, 9), max_lens, SearchRules(**fields), beam_size=4)
+    assert [[(h.tokens, h.score) for h in hs] for hs in old] == [
+        [(h.tokens, h.score) for h in hs] for hs in new
+    ]
+    with pytest.warns(DeprecationWarning, match=r"greedy_search is deprecated"):
+        old = importlib.import_module(where).greedy_search(Markov(2, 9), max_lens, **fields)
+    assert old == strategies.greedy_search(Markov(2, 9), max_lens, SearchRules(**fields))
+    assert new[0] and old[0]
+
+
+def test_the_old_entries_of_sampling_and_constraints_warn():
+    from aiayn.decode import constrained, sampling
+
+    with pytest.warns(DeprecationWarning, match=r"^aiayn\.decode\.sampling\.sample_search is deprecated"):
+        assert callable(sampling.sample_search)
+    with pytest.warns(DeprecationWarning, match=r"^aiayn\.decode\.constrained\.constrained_beam_search is"):
+        assert callable(constrained.constrained_beam_search)
+    with pytest.raises(AttributeError):
+        _ = sampling.no_such_search

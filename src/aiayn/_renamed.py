@@ -26,11 +26,14 @@ RENAMED = {
     "aiayn.doctor": "aiayn.apps.doctor",
     "aiayn.viz": "aiayn.apps.viz",
     "aiayn.variations": "aiayn.apps.variations",
-    "aiayn.variations.rows": "aiayn.apps.variations.rows",
+    "aiayn.variations.rows": "aiayn.apps.variations.variants",
     "aiayn.variations.run": "aiayn.apps.variations.run",
     "aiayn.variations.table": "aiayn.apps.variations.table",
     "aiayn.cli.parse": "aiayn.cli.constituency",
     "aiayn.decode.row_decoder": "aiayn.decode.ragged",
+    "aiayn.apps.variations.rows": "aiayn.apps.variations.variants",
+    "aiayn.decode.common": "aiayn.decode.rules",
+    "aiayn.decode.rows": "aiayn.decode.greedy",
 }
 
 

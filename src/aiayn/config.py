@@ -208,7 +208,7 @@ class TrainConfig(Serializable):
 MAX_BEAM_SIZE = 1024  # a beam past ~10 buys nothing; past this its score tensors outgrow memory
 MAX_DRAFT_TOKENS = 64  # a draft that long is rarely accepted whole; each proposal costs a draft step
 MIN_TEMPERATURE = 0.01  # below it the scaled logits of a float32 model are no longer finite
-LENGTH_PENALTY_STYLES = ("gnmt", "len", "fairseq")  # see aiayn.decode.search
+LENGTH_PENALTY_STYLES = ("gnmt", "len", "fairseq")  # see aiayn.decode.strategies
 
 
 @dataclass(frozen=True)

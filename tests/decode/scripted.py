@@ -10,7 +10,7 @@ import itertools
 import torch
 from torch import Tensor
 
-from aiayn.decode.search import length_penalty
+from aiayn.decode.rules import length_penalty
 
 PAD, BOS, EOS = 0, 2, 3
 BANNED = (PAD, BOS)

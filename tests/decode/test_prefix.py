@@ -6,7 +6,8 @@ import pytest
 import torch
 from scripted import BANNED, BOS, EOS, ScriptedStepper, exhaustive
 
-from aiayn.decode.search import Prefixes, beam_search, greedy_search
+from aiayn.decode.rules import Prefixes
+from aiayn.decode.search import beam_search, greedy_search  # the fields of SearchRules as keywords
 
 COMMON = dict(start_id=BOS, eos_id=EOS, banned=BANNED)
 

@@ -11,8 +11,9 @@ from scipy.stats import chisquare
 from scripted import BANNED, BOS, EOS, ScriptedStepper
 
 from aiayn.config import ConfigError, SamplingConfig
+from aiayn.decode.rules import Prefixes
 from aiayn.decode.sampling import filter_log_probs, gumbel_noise, row_keys, sample_search
-from aiayn.decode.search import Prefixes, greedy_search
+from aiayn.decode.search import greedy_search  # the fields of SearchRules as keywords
 
 VOCAB, MAX_LEN = 7, 2  # real tokens 1, 4, 5, 6 (0 pad, 2 bos, 3 eos)
 REAL = [t for t in range(VOCAB) if t not in BANNED and t != EOS]

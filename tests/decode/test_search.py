@@ -11,7 +11,8 @@ from scripted import BANNED, BOS, EOS, ScriptedStepper, exhaustive
 from torch import Tensor
 
 from aiayn.decode.beam import _settled
-from aiayn.decode.search import SearchStopped, beam_search, greedy_search, length_penalty
+from aiayn.decode.rules import SearchStopped, length_penalty
+from aiayn.decode.search import beam_search, greedy_search  # the fields of SearchRules as keywords
 
 
 @pytest.mark.parametrize("style", ["gnmt", "len", "fairseq"])

@@ -195,7 +195,7 @@ def test_serve_shortlist(shortlisted, toy_model_dir, monkeypatch, capsys):
 
 def test_decode_batch_without_a_shortlist_to_use_is_an_error(translator):
     from aiayn.config import DecodeConfig
-    from aiayn.decode.stepper import decode_batch
+    from aiayn.decode.generate import decode_batch
 
     src = translator._src_tensor(translator.encode(["el gato"]))
     with pytest.raises(AiaynError, match="no shortlist was given"):

@@ -10,8 +10,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from aiayn.config import DecodeConfig, ModelConfig
-from aiayn.decode.search import beam_search, greedy_search, length_penalty
-from aiayn.decode.stepper import TransformerStepper, decode_batch, max_lengths
+from aiayn.decode.generate import decode_batch, max_lengths
+from aiayn.decode.rules import length_penalty
+from aiayn.decode.search import beam_search, greedy_search  # the fields of SearchRules as keywords
+from aiayn.decode.stepper import TransformerStepper
 from aiayn.model.transformer import Transformer
 
 PAD, BOS, EOS = 0, 2, 3

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from aiayn.config import ModelConfig
-from aiayn.decode.stepper import source_limit
+from aiayn.decode.generate import source_limit
 from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translation, Translator, token_batches
 from aiayn.errors import AiaynError

@@ -20,7 +20,7 @@ import torch
 from marian_helpers import SOURCE_WORDS, make_marian, quiet_sacremoses, synthetic_text
 
 from aiayn.config import DecodeConfig
-from aiayn.decode.stepper import decode_batch
+from aiayn.decode.generate import decode_batch
 from aiayn.decode.translator import Translator
 from aiayn.interop.marian_import import config_from_marian, import_marian, resolve_embeddings
 from aiayn.interop.weights import marian_to_aiayn

@@ -12,7 +12,8 @@ import pytest
 import torch
 from torch import Tensor
 
-from aiayn.decode.search import beam_search, greedy_search, length_penalty
+from aiayn.decode.rules import length_penalty
+from aiayn.decode.search import beam_search, greedy_search  # the fields of SearchRules as keywords
 from aiayn.errors import AiaynError
 from aiayn.parse.constraint import TreeConstraint, TreeMask, TreeVocab
 from aiayn.parse.trees import delinearise

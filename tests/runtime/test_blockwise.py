@@ -105,7 +105,7 @@ def test_nan_and_half_precision_and_non_contiguous_rows():
 def test_searches_give_the_same_hypotheses_with_and_without_blocks(monkeypatch):
     """Greedy and beam search of a small model: the blocked path changes nothing."""
     from aiayn.config import DecodeConfig, ModelConfig
-    from aiayn.decode.stepper import decode_batch
+    from aiayn.decode.generate import decode_batch
     from aiayn.model.transformer import Transformer
 
     torch.manual_seed(0)

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from aiayn.config import DecodeConfig, ModelConfig
-from aiayn.decode.stepper import decode_batch
+from aiayn.decode.generate import decode_batch
 from aiayn.model.layers import FeedForward
 from aiayn.model.transformer import Transformer
 from aiayn.runtime import linear as linear_module

@@ -1,15 +1,16 @@
-"""Greedy and beam search's steps in runs (`NativeDecoder.greedy` and `.beam`; aiayn.decode.rows,
+"""Greedy and beam search's steps in runs (`NativeSearch.greedy` and `.beam`; aiayn.decode.greedy,
 aiayn.decode.beam): the same tokens, scores and log P, to the last bit, as the loops' single steps
 over the same native step; a run ends at the first step some sentence ends; with a stop hook it is
 asked every STOP_EVERY steps; what a run is given is checked before anything is written.
 
-The reference is each loop taking its steps one at a time (the stepper's `greedy_steps` or
-`beam_steps` turned off): the same native step, then PyTorch's operations in Python (log_softmax,
-the rules' masks and `row_max`; the `Beams` bookkeeping). Skipped only where no C++ compiler is
+The reference is each loop taking its steps one at a time (the search's native runs turned off):
+the same native step, then PyTorch's operations in Python (log_softmax, the rules' masks and
+`row_max`; the `Beams` bookkeeping). Skipped only where no C++ compiler is
 installed or AIAYN_NATIVE=0 says not to use one.
 """
 
 import copy
+import inspect
 
 import pytest
 import torch
@@ -17,12 +18,12 @@ from test_native_step import model_of, pytestmark, sources  # noqa: F401 (the sa
 
 from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.decode.beam import Beams
-from aiayn.decode.common import STOP_EVERY
-from aiayn.decode.search import SearchStopped
+from aiayn.decode.generate import Controls, decode_batch
+from aiayn.decode.rules import STOP_EVERY, SearchRules, SearchStopped
 from aiayn.decode.shortlist import Shortlist
-from aiayn.decode.stepper import Controls, TransformerStepper, decode_batch
+from aiayn.decode.stepper import TransformerStepper
 from aiayn.model.transformer import Transformer
-from aiayn.runtime import native_step
+from aiayn.runtime import native_build, native_step
 from aiayn.runtime.native_step import attach_native_decoder, native_decoder
 from aiayn.runtime.quantize import quantize_int8
 
@@ -37,25 +38,37 @@ SEARCHES = {
     "beam 3, len": dict(beam_size=3, length_penalty_style="len", alpha=1.0),
     "beam 4, fairseq": dict(beam_size=4, length_penalty_style="fairseq"),
 }
-RUNS = {"greedy_steps": TransformerStepper.greedy_steps, "beam_steps": TransformerStepper.beam_steps}
+RUNS = {"greedy": native_step.NativeSearch.greedy, "beam": native_step.NativeSearch.beam}
 
 
 def spying(monkeypatch, on: bool) -> list[int]:
-    """Turn the stepper's runs on (recording each run's length) or off (single steps in Python)."""
+    """Turn the search's runs on (recording each run's length) or off (single steps in Python)."""
     runs: list[int] = []
 
     def spy(method):
         def run(self, *args):
             found = RUNS[method](self, *args) if on else None
             if found is not None:
-                runs.append(found[0].size(1) if method == "greedy_steps" else int(found[-1]))
+                runs.append(found[0].size(1) if method == "greedy" else found[0])
             return found
 
         return run
 
     for method in RUNS:
-        monkeypatch.setattr(TransformerStepper, method, spy(method))
+        monkeypatch.setattr(native_step.NativeSearch, method, spy(method))
     return runs
+
+
+def rules_of(model, banned=(1,)) -> SearchRules:
+    c = model.config
+    return SearchRules(start_id=c.start_id, eos_id=c.eos_id, banned=list(banned))
+
+
+def native_search(model, state, eos: int, banned, style="gnmt", alpha=0.6, ids=None, capacity=8):
+    """The C++ `Search` of a run, made as a search makes it (its checks raise, no fallback)."""
+    rules = native_step.native_rules(eos, banned, style, alpha)
+    target = native_step.native_target(model, capacity, ids)
+    return torch.classes.aiayn.Search(native_decoder(model)._decoder, rules, target)
 
 
 def both(monkeypatch, model, src, options, controls=None):
@@ -175,9 +188,7 @@ def test_a_run_ends_at_the_first_step_a_row_ends():
     assert attach_native_decoder(model) == "native"
     stepper = TransformerStepper(model, sources(2, model.config.pad_id), 1, 20)
     tokens = torch.full((2,), model.config.start_id)
-    chosen, sums = stepper.greedy_steps(
-        tokens, torch.zeros(2), 1, 20, torch.tensor([2, 10]), eos, torch.tensor([1])
-    )
+    chosen, sums = stepper.runs(rules_of(model)).greedy(tokens, torch.zeros(2), 1, 20, torch.tensor([2, 10]))
     assert chosen.shape == sums.shape == (2, 3)  # row 0 may only end at step 3
     assert chosen[0, 2] == eos and not chosen[:, :2].eq(eos).any() and not chosen.eq(1).any()
     assert stepper.state.step == 3 and all(c.length == 3 for c in stepper.state.self_kv)
@@ -226,16 +237,19 @@ def test_what_a_greedy_run_is_given_is_checked_before_anything_is_written(change
     model = model_with("paper")
     stepper, tokens, rules = run_inputs(model)
     given = dict(tokens=tokens, sums=torch.zeros(1), first_step=1, steps=4, caps=torch.tensor([5])) | rules
+    given |= change
     cache = stepper.state.self_kv[0].k.clone()
     with pytest.raises(RuntimeError, match=error):
-        native_decoder(model).greedy(model, *(given | change).values(), stepper.state)
+        search = native_search(model, stepper.state, given["eos"], given["banned"])
+        caches = native_decoder(model).caches(stepper.state, given["tokens"].size(0))
+        search.greedy(*(given[k] for k in ("tokens", "sums", "caps", "first_step", "steps")), caches, 0)
     assert stepper.state.step == 0 and torch.equal(stepper.state.self_kv[0].k, cache)
 
 
 @pytest.mark.parametrize(
     "change, error",
     [
-        (dict(beams=[]), "beams must be max_lens and the six tensors of Beams"),
+        (dict(fin_lens=None), "__init__.. is missing value for argument"),  # max_lens and six tensors
         (dict(tokens=torch.tensor([4, 5])), "tokens must be .n . k,. int64 for n = 1 sentences of k = 3"),
         (dict(style="wide"), "no length penalty style wide"),
         (dict(n_best=4), "n_best 1 .. k"),
@@ -256,11 +270,16 @@ def test_what_a_beam_run_is_given_is_checked_before_anything_is_written(change, 
     start, change = Beams.start(torch.tensor([9]), 3, "cpu"), dict(change)  # sequences of 10
     fields = ["max_lens", "live_seqs", "live_scores", "fin_seqs", "fin_scores", "fin_log_probs", "fin_lens"]
     beams = [change.pop(name, getattr(start, name)) for name in fields]
-    given = dict(tokens=tokens, beams=beams, first_step=1, steps=4, n_best=1, eos=rules["eos"])
-    given |= dict(banned=rules["banned"], style="gnmt", alpha=0.6)
+    given = dict(tokens=tokens, first_step=1, steps=4, n_best=1, eos=rules["eos"])
+    given |= dict(banned=rules["banned"], style="gnmt", alpha=0.6) | change
     cache = stepper.state.self_kv[0].k.clone()
     with pytest.raises(RuntimeError, match=error):
-        native_decoder(model).beam(model, *(given | change).values(), stepper.state)
+        state = torch.classes.aiayn.BeamState(*[b for b in beams if b is not None])
+        search = native_search(
+            model, stepper.state, given["eos"], given["banned"], given["style"], given["alpha"]
+        )
+        caches = native_decoder(model).caches(stepper.state, given["tokens"].size(0))
+        search.beam(state, *(given[k] for k in ("tokens", "first_step", "steps", "n_best")), caches, 0)
     assert stepper.state.step == 0 and torch.equal(stepper.state.self_kv[0].k, cache)
 
 
@@ -272,12 +291,10 @@ def test_ids_that_do_not_name_every_output_column_are_refused(count):
     model = model_with("paper")
     stepper, tokens, rules = run_inputs(model)
     cache = stepper.state.self_kv[0].k.clone()
-    native = native_decoder(model)
+    caches = native_decoder(model).caches(stepper.state, 1)
     with pytest.raises(RuntimeError, match=f"the output layer has 96 columns, and ids names {count}"):
-        native.greedy(
-            model, tokens, torch.zeros(1), 1, 4, torch.tensor([5]), rules["eos"], rules["banned"],
-            stepper.state, torch.arange(count),
-        )  # fmt: skip
+        search = native_search(model, stepper.state, rules["eos"], rules["banned"], ids=torch.arange(count))
+        search.greedy(tokens, torch.zeros(1), torch.tensor([5]), 1, 4, caches, 0)
     assert stepper.state.step == 0 and torch.equal(stepper.state.self_kv[0].k, cache)
 
 
@@ -285,9 +302,7 @@ def test_ids_that_do_not_name_every_output_column_are_refused(count):
 def test_a_run_takes_at_most_the_steps_the_caches_hold():
     model = model_with("EOS only where forced")
     stepper, tokens, rules = run_inputs(model)  # caches of 8 positions
-    found = stepper.greedy_steps(
-        tokens, torch.zeros(1), 1, 20, torch.tensor([30]), rules["eos"], rules["banned"]
-    )
+    found = stepper.runs(rules_of(model)).greedy(tokens, torch.zeros(1), 1, 20, torch.tensor([30]))
     assert found[0].shape == (1, 8) and stepper.state.step == 8 and stepper.state.self_kv[0].length == 8
 
 
@@ -296,21 +311,25 @@ def test_a_beam_run_ends_at_the_first_step_a_sentence_is_done():
     """Two sentences with caps 2 and 9: the first is done at step 3 (all k end there), so is the run."""
     model = model_with("EOS only where forced")
     stepper = TransformerStepper(model, sources(2, model.config.pad_id), 3, 12)
-    start = Beams.start(torch.tensor([2, 9]), 3, "cpu")
-    beams = [start.max_lens, start.live_seqs, start.live_scores, start.fin_seqs, start.fin_scores]
-    beams += [start.fin_log_probs, start.fin_lens]
+    beams = Beams.start(torch.tensor([2, 9]), 3, "cpu")
     tokens = torch.full((6,), model.config.start_id)
-    eos = model.config.eos_id
-    *state, rows, last, done, taken = stepper.beam_steps(
-        tokens, beams, 1, 10, 1, eos, torch.tensor([1]), "gnmt", 0.6
-    )
+    taken, rows, last, done = stepper.runs(rules_of(model)).beam(beams, tokens, 1, 10, 1)
     assert int(taken) == 3 and done.tolist() == [True, False] and stepper.state.step == 3
-    assert torch.isfinite(state[3][0]).all() and state[5][0].eq(3).all()  # k finished, each 3 long with EOS
-    assert not torch.isfinite(state[3][1]).any() and rows.shape == last.shape == (6,)
+    assert torch.isfinite(beams.fin_scores[0]).all() and beams.fin_lens[0].eq(3).all()  # k finished, 3 long
+    assert not torch.isfinite(beams.fin_scores[1]).any() and rows.shape == last.shape == (6,)
 
 
-@pytest.mark.parametrize("search, method", [("greedy", "greedy"), ("beam 4, 2 best", "beam")])
-def test_a_run_that_fails_leaves_the_search_in_python(monkeypatch, search, method):
+class Failing:
+    """A native `Search` whose runs fail as a library's error does."""
+
+    def greedy(self, *args):
+        raise RuntimeError("boom\nException raised from somewhere")
+
+    beam = greedy
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam 4, 2 best"])
+def test_a_run_that_fails_leaves_the_search_in_python(monkeypatch, search):
     model = model_with("paper")
     src, options = (
         sources(3, model.config.pad_id),
@@ -319,10 +338,10 @@ def test_a_run_that_fails_leaves_the_search_in_python(monkeypatch, search, metho
     with torch.inference_mode():
         want = decode_batch(copy.deepcopy(model), src, options)  # a copy decodes in Python
 
-    def fail(self, *args):
-        raise RuntimeError("boom\nException raised from somewhere")
+    def failing(self, model, state, *args):
+        return native_step.NativeSearch(self, state, Failing())
 
-    monkeypatch.setattr(native_step.NativeDecoder, method, fail)
+    monkeypatch.setattr(native_step.NativeDecoder, "search", failing)
     with (
         pytest.warns(
             RuntimeWarning, match=r"^the native step failed \(boom\): decoding steps run in Python$"
@@ -332,3 +351,49 @@ def test_a_run_that_fails_leaves_the_search_in_python(monkeypatch, search, metho
         got = decode_batch(model, src, options)
     assert native_decoder(model) is None
     assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in want]
+
+
+def test_no_call_into_the_library_takes_more_than_eight_arguments():
+    """The boundary is typed: rules, target side, beam state and caches cross as objects."""
+    assert native_build.load(), native_build.reason()
+    schemas = [s for s in torch._C._jit_get_custom_class_schemas() if "torch.classes.aiayn." in str(s)]
+    assert {"greedy", "beam", "step", "extend", "propose"} <= {s.name for s in schemas}
+    wide = [str(s) for s in schemas if len(s.arguments) - 1 > 8]  # the object itself not counted
+    assert not wide, wide
+
+
+class Recording:
+    """A native `Search` that records the Python functions between each run's call and the loop."""
+
+    def __init__(self, search, calls: list[list[str]]):
+        self.search, self.calls = search, calls
+
+    def _record(self) -> None:
+        names = [frame.function for frame in inspect.stack()[2:]]  # past this method and its caller's
+        loop = next(i for i, name in enumerate(names) if name in ("run_beams", "run_greedy"))
+        self.calls.append(names[:loop])
+
+    def greedy(self, *args):
+        self._record()
+        return self.search.greedy(*args)
+
+    def beam(self, *args):
+        self._record()
+        return self.search.beam(*args)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam 4, 2 best"])
+def test_between_the_loop_and_the_library_at_most_three_python_calls(monkeypatch, search):
+    """One sentence: the loop calls the search's run, which calls C++ (a guard between them)."""
+    model, calls = model_with("paper"), []
+    made = native_step.NativeDecoder.search
+
+    def recording(self, *args):
+        found = made(self, *args)
+        found._search = Recording(found._search, calls)
+        return found
+
+    monkeypatch.setattr(native_step.NativeDecoder, "search", recording)
+    with torch.inference_mode():
+        decode_batch(model, sources(1, model.config.pad_id), DecodeConfig(max_len_a=1.0, **SEARCHES[search]))
+    assert calls and all(1 <= len(between) <= 3 for between in calls), calls

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from aiayn.config import DecodeConfig, ModelConfig, SamplingConfig
-from aiayn.decode.stepper import Controls, decode_batch
+from aiayn.decode.generate import Controls, decode_batch
 from aiayn.model.transformer import Transformer
 from aiayn.runtime import native_build, native_step
 from aiayn.runtime.linear import PackedLinear, pack_for_inference
@@ -332,12 +332,22 @@ def _decoder(layers: int = 1, norms: int = 3, d: int = 8, vocab: int = 11) -> to
     return native
 
 
-def _inputs(layers: int = 1, rows: int = 2, capacity: int = 3, length: int = 0, dtype=torch.float32) -> list:
-    """The arguments of a step of `_decoder(layers)`: x, caches, length, encoder keys/values, mask, rows."""
+def _inputs(layers: int = 1, rows: int = 2, capacity: int = 3, length: int = 0, dtype=torch.float32) -> dict:
+    """What a step of `_decoder(layers)` is given: x, caches, encoder keys/values, mask, rows, length."""
     k = [torch.zeros(rows, 2, capacity, 4, dtype=dtype) for _ in range(layers)]
     v = [torch.zeros(rows, 2, capacity, 4, dtype=dtype) for _ in range(layers)]
     k_t, cross_v = [torch.randn(rows, 2, 4, 5)] * layers, [torch.randn(rows, 2, 5, 4)] * layers
-    return [torch.randn(rows, 8), k, v, length, k_t, cross_v, None, 1, rows]
+    return dict(
+        x=torch.randn(rows, 8), keys=k, values=v, cross_k_t=k_t, cross_v=cross_v, mask=None, row_class=1
+    )
+
+
+def _step(
+    native: torch.ScriptObject, x, keys, values, cross_k_t, cross_v, mask, row_class, padded=2, length=0
+):
+    """A native step, its caches made as `NativeDecoder.caches` makes them."""
+    caches = torch.classes.aiayn.Caches(keys, values, cross_k_t, cross_v, mask, row_class, padded)
+    return native.step(x, caches, length)
 
 
 @pytest.mark.parametrize(
@@ -346,15 +356,15 @@ def _inputs(layers: int = 1, rows: int = 2, capacity: int = 3, length: int = 0, 
         (0, 0, {}, "the decoder has 0 linear layers"),  # nothing added: an empty decoder
         (1, 0, {}, "the decoder has 0 norms for 1 layers"),
         (1, 5, {}, "the decoder has 5 norms for 1 layers"),
-        (1, 3, {3: -1}, "the caches' length must be >= 0, got -1"),
-        (1, 3, {3: 3}, "KV cache holds 3 positions; step 4 does not fit"),
+        (1, 3, {"length": -1}, "the caches' length must be >= 0, got -1"),
+        (1, 3, {"length": 3}, "KV cache holds 3 positions; step 4 does not fit"),
         (1, 3, {"dtype": torch.float64}, "layer 0: a cache is Double, not float32"),
-        (1, 3, {1: []}, r"one cache per decoder layer \(1\) expected"),
-        (1, 3, {7: 4}, "row class 4 of 4"),
-        (1, 3, {7: -1}, "row class -1 of 4"),
-        (1, 3, {8: 1}, "rows padded to 1, fewer than the 2 rows"),
-        (1, 3, {6: torch.ones(2, 1, 1, 5)}, r"the source mask is not \(n, 1, 1, src\) bool"),
-        (1, 3, {0: torch.randn(2, 7)}, "x has 7 features, the model's norms 8"),
+        (1, 3, {"keys": []}, r"one cache per decoder layer \(1\) expected"),
+        (1, 3, {"row_class": 4}, "row class 4 of 4"),
+        (1, 3, {"row_class": -1}, "row class -1 of 4"),
+        (1, 3, {"padded": 1}, "rows padded to 1, fewer than the 2 rows"),
+        (1, 3, {"mask": torch.ones(2, 1, 1, 5)}, r"the source mask is not \(n, 1, 1, src\) bool"),
+        (1, 3, {"x": torch.randn(2, 7)}, "x has 7 features, the model's norms 8"),
     ],
 )
 def test_every_index_the_native_step_takes_is_checked(layers, norms, change, error):
@@ -364,19 +374,17 @@ def test_every_index_the_native_step_takes_is_checked(layers, norms, change, err
         else torch.classes.aiayn.NativeDecoder(2, 4, 4, False, "relu", 1e-5)
     )
     args = _inputs(max(layers, 1), dtype=change.get("dtype", torch.float32))
-    for i, value in change.items():
-        if i != "dtype":
-            args[i] = value
+    args |= {name: value for name, value in change.items() if name != "dtype"}
     with pytest.raises(RuntimeError, match=error):
-        native.step(*args)
+        _step(native, **args)
 
 
 def test_a_decoder_of_no_layers_is_its_output_layer():
     native = _decoder(layers=0, norms=0)
     x = torch.randn(2, 8)
-    assert native.step(x, [], [], 0, [], [], None, 1, 2).shape == (2, 11)
+    assert _step(native, x, [], [], [], [], None, 1).shape == (2, 11)
     with pytest.raises(RuntimeError, match="the caches' length must be >= 0"):
-        native.step(x, [], [], -1, [], [], None, 1, 2)
+        _step(native, x, [], [], [], [], None, 1, length=-1)
 
 
 def test_what_the_library_is_given_is_checked():
@@ -412,8 +420,8 @@ def test_the_stepper_takes_the_native_step_where_one_is_attached(monkeypatch):
 
         return call
 
-    for name in ("step", "beam"):  # a single step, or beam search's steps in runs
-        monkeypatch.setattr(native_step.NativeDecoder, name, spy(getattr(native_step.NativeDecoder, name)))
+    for owner, name in ((native_step.NativeDecoder, "step"), (native_step.NativeSearch, "beam")):
+        monkeypatch.setattr(owner, name, spy(getattr(owner, name)))  # a single step, or steps in runs
     options = DecodeConfig(beam_size=2, n_best=1, max_len_a=0.0, max_len_b=3)
     decode_batch(model, sources(2, model.config.pad_id), options)
     assert not calls  # nothing attached: Python

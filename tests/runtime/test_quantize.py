@@ -35,7 +35,7 @@ from torch import Tensor, nn
 
 from aiayn.cli import main
 from aiayn.config import EOS_ID, DecodeConfig, ModelConfig
-from aiayn.decode.stepper import decode_batch
+from aiayn.decode.generate import decode_batch
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer

@@ -14,7 +14,7 @@ import torch
 
 import aiayn.decode.stepper as stepper_module
 from aiayn.config import DecodeConfig, ModelConfig
-from aiayn.decode.stepper import decode_batch
+from aiayn.decode.generate import decode_batch
 from aiayn.model.transformer import Transformer
 from aiayn.runtime import native_build, scores
 from aiayn.runtime.blockwise import row_topk
@@ -133,8 +133,10 @@ def test_beam_search_through_the_kernels_finds_what_log_softmax_finds(monkeypatc
     src[2, 5:] = config.pad_id
     options = DecodeConfig(beam_size=4, n_best=4, max_len_a=0.0, max_len_b=12)
     kernels = decode_batch(model, src, options)
-    # log_softmax and PyTorch's top-k:
-    monkeypatch.delattr(stepper_module.TransformerStepper, "logits_and_normalizers")
+    # log_softmax and PyTorch's top-k, one step at a time in Python (no native runs):
+    stepper = stepper_module.TransformerStepper
+    monkeypatch.setattr(stepper, "logits_and_normalizers", lambda self, tokens: (self.step(tokens), None))
+    monkeypatch.setattr(stepper, "runs", lambda self, rules: None)
     monkeypatch.setattr(scores, "_native", lambda *tensors: False)
     python = decode_batch(model, src, options)
     for a, b in zip(kernels, python, strict=True):

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from aiayn.decode.search import SearchStopped
+from aiayn.decode.rules import SearchStopped
 from aiayn.errors import TextError
 from aiayn.serve.batcher import MicroBatcher, QueueFull, Unavailable
 

@@ -12,7 +12,7 @@ import torch
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
-from aiayn.decode.search import SearchStopped
+from aiayn.decode.rules import SearchStopped
 from aiayn.decode.translator import Translator
 from aiayn.serve import ServeSettings, create_app
 from aiayn.serve.schemas import MAX_TEXT_CHARS, MAX_TEXTS, TranslateRequest

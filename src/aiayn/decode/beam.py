@@ -2,7 +2,12 @@
 one (aiayn.decode.constrained), which differ only in their `Beams` policy: how a step's candidates
 become the k live hypotheses and join the pools of finished ones (`Beams.advance`), as fairseq's
 one generator calls `search.step` on interchangeable strategies. The search's rules and stopping
-criteria are those of aiayn.decode.search's docstring.
+criteria are those of aiayn.decode.strategies' docstring.
+
+Where its steps run was chosen once, when the search started (`aiayn.decode.stepper.Backend`): the
+plain search on a native stepper takes its steps in runs of one native call each, up to the first
+step at which some sentence is done (the same operations in the same order as `Beams`, so the same
+bits); every other search, and a run that failed, takes them one at a time in Python.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from aiayn.decode.common import Hypothesis, SearchRules, Stepper
+from aiayn.decode.rules import Hypothesis, SearchRules, Stepper
+from aiayn.decode.stepper import Backend
 from aiayn.runtime.scores import beam_top
 
 
@@ -120,7 +126,7 @@ class Beams:
         return self.fin_scores[:, -1].isfinite()
 
     def done(self, step: int, n_best: int, rules: SearchRules) -> Tensor:
-        """(n,) bool on the CPU: which sentences can stop after `step` (aiayn.decode.search's
+        """(n,) bool on the CPU: which sentences can stop after `step` (aiayn.decode.strategies'
         docstring says when)."""
         best_live = self.live_scores.max(dim=1).values  # (n,) log P of the best live hypothesis
         k = self.fin_scores.size(1)
@@ -146,30 +152,27 @@ class Beams:
         ]
 
 
-def step_scores(stepper: Stepper, tokens: Tensor) -> tuple[Tensor, Tensor | None]:
-    """A step's logits (rows, vocab) and their log-normalisers (rows,) where the stepper gives them
-    (`logits_and_normalizers`: the log-probabilities are then never written out), else its
-    log-probabilities and None. Masks (`SearchRules.mask`) keep or remove values: either takes them."""
-    both = getattr(stepper, "logits_and_normalizers", None)
-    return (stepper.step(tokens), None) if both is None else both(tokens)
-
-
-def run_beams(stepper: Stepper, beams: Beams, n_best: int, rules: SearchRules) -> list[list[Hypothesis]]:
+def run_beams(
+    stepper: Stepper, beams: Beams, n_best: int, rules: SearchRules, backend: Backend
+) -> list[list[Hypothesis]]:
     """Beam search of the sentences `beams` starts with (n, k hypotheses each; the stepper holds
     n * k rows, sentence-major). Returns for each sentence up to n_best hypotheses, best first.
-    The plain search takes its steps in runs where the stepper can (`beam_steps`: one native call
-    up to the first step at which some sentence is done), the same operations in the same order."""
+    Its steps run as `backend` says: in native runs where it has them (`backend.runs`), else one at
+    a time in Python, the same operations in the same order."""
     n, k = beams.live_scores.shape
     results: list[list[Hypothesis]] = [[] for _ in range(n)]
     tokens = torch.full((n * k,), rules.start_id, dtype=torch.long, device=beams.live_scores.device)
-    plain = type(beams) is Beams and rules.prefixes is None  # no constraints, nothing forced
-    runs = getattr(stepper, "beam_steps", None) if plain else None  # (aiayn.decode.stepper)
+    runs = backend.runs
     step, total = 0, int(beams.max_lens.max()) + 1 if n else 0
     while step < total:
         rules.check_stop(step + 1)
-        found = _run(runs, beams, tokens, step + 1, rules.run_length(step, total), n_best, rules)
+        found = (
+            None
+            if runs is None
+            else runs.beam(beams, tokens, step + 1, rules.run_length(step, total), n_best)
+        )
         if found is None:
-            step, (rows, last, done) = step + 1, _step(stepper, beams, tokens, step + 1, n_best, rules)
+            step, (rows, last, done) = step + 1, _step(backend, beams, tokens, step + 1, n_best, rules)
             if not bool(done.any()):
                 stepper.reorder(rows)
         else:
@@ -190,28 +193,12 @@ def run_beams(stepper: Stepper, beams: Beams, n_best: int, rules: SearchRules) -
     return results
 
 
-def _step(stepper: Stepper, beams: Beams, tokens: Tensor, step: int, n_best: int, rules: SearchRules):
+def _step(backend: Backend, beams: Beams, tokens: Tensor, step: int, n_best: int, rules: SearchRules):
     """One step in Python: tokens (n * k,) -> each survivor's row (n * k,), its token (n * k,), and
     which sentences are done (n,) on the CPU."""
     k = beams.live_scores.size(1)
-    scores, lse = step_scores(stepper, tokens)  # (n * k, vocab), (n * k,) | None
+    scores, lse = backend.scores(tokens)  # (n * k, vocab), (n * k,) | None
     scores = rules.mask(scores.view(-1, k, scores.size(-1)), step, beams.max_lens, beams.ids)
     beam, last = beams.advance(scores, step, rules.eos_id, rules.lp(float(step)), lse)  # (n, k)
     rows = beam + torch.arange(0, beam.numel(), k, device=beam.device)[:, None]  # flat row index
     return rows.view(-1), last.view(-1), beams.done(step, n_best, rules)
-
-
-def _run(runs, beams: Beams, tokens: Tensor, step: int, steps: int, n_best: int, rules: SearchRules):
-    """Up to `steps` steps in one native call (the stepper's `beam_steps`) -> (the steps taken,
-    rows, last, done as `_step` gives them), the Beams updated; None where the stepper cannot."""
-    if runs is None:
-        return None
-    fields = ("live_seqs", "live_scores", "fin_seqs", "fin_scores", "fin_log_probs", "fin_lens")
-    state = [beams.max_lens] + [getattr(beams, name) for name in fields]
-    found = runs(tokens, state, step, steps, n_best, rules.eos_id, rules.banned_ids, rules.style, rules.alpha)
-    if found is None:
-        return None
-    *tensors, rows, last, done, taken = found
-    for name, value in zip(fields, tensors, strict=True):
-        setattr(beams, name, value)
-    return int(taken), rows, last, done

@@ -30,16 +30,15 @@ plain `Beams` with its own way of dealing a step's k places (`advance`) and of r
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
 
-from aiayn.decode.beam import Beams, run_beams
-from aiayn.decode.common import Hypothesis, SearchRules, Stepper
+from aiayn.decode.beam import Beams
 
 
 @dataclass(frozen=True)
@@ -226,21 +225,12 @@ class ConstrainedBeams(Beams):
         return chosen_beam, chosen_token
 
 
-def constrained_beam_search(
-    stepper: Stepper,
-    max_lens: Tensor,
-    constraints: Sequence[Sequence[Sequence[int]]],
-    *,
-    beam_size: int,
-    n_best: int = 1,
-    **rules: Any,
-) -> list[list[Hypothesis]]:
-    """`beam_search` in which sentence i's output must contain every phrase of constraints[i]
-    (lists of token ids). The length cap of a sentence is raised to hold its phrases. `prefixes`
-    (among `rules`, the fields of `SearchRules`) serve the batch's sentences without constraints
-    (a sentence has one or the other)."""
-    search = SearchRules(**rules)
-    needed = torch.tensor([sum(len(p) for p in phrases) for phrases in constraints], dtype=torch.long)
-    max_lens = search.room(torch.maximum(max_lens, needed))
-    beams = ConstrainedBeams.with_phrases(max_lens, beam_size, search.device, constraints)
-    return run_beams(stepper, beams, n_best, search)
+def __getattr__(name: str):
+    """`constrained_beam_search` with the fields of `SearchRules` as keywords: deprecated (a
+    DeprecationWarning), it is aiayn.decode.strategies.constrained_beam_search, given a `SearchRules`."""
+    if name != "constrained_beam_search":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    search = importlib.import_module("aiayn.decode.search")  # the deprecated signatures (it imports this one)
+
+    new = "aiayn.decode.strategies.constrained_beam_search"
+    return search.deprecated(__name__, name, new, search.OLD_ENTRIES[name])

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from aiayn.decode.search import Stepper
+from aiayn.decode.rules import Stepper
 from aiayn.errors import AiaynError
 
 

@@ -36,7 +36,7 @@ class Encoded:
 
     def forced(self) -> list[int]:
         """The output tokens each text's prefix or constraints need (the search lengthens its
-        output to hold them: aiayn.decode.stepper.Controls.needed)."""
+        output to hold them: aiayn.decode.generate.Controls.needed)."""
         prefixes = self.prefix or [[] for _ in self.pieces]
         constraints = self.constraints or [[] for _ in self.pieces]
         return [max(len(p), sum(map(len, c))) for p, c in zip(prefixes, constraints, strict=True)]

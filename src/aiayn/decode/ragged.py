@@ -25,7 +25,14 @@ from aiayn.decode.shortlist import KeptOutput, Shortlist
 from aiayn.model.attention import KVCache, causal_mask
 from aiayn.model.transformer import Transformer
 from aiayn.runtime.blockwise import row_max
-from aiayn.runtime.native_step import decode_positions, decode_step, native_decoder, propose_tokens
+from aiayn.runtime.native_step import (
+    decode_positions,
+    decode_step,
+    fallback,
+    native_decoder,
+    native_target,
+    propose_tokens,
+)
 
 
 class RaggedCache(KVCache):
@@ -61,7 +68,7 @@ class RaggedDecoder:
         """src (n, src_len) right-padded; capacity: the most positions a row will hold; `shortlist`:
         the batch's candidates restrict the output layer of `propose` (where it runs natively)."""
         memory, mask = model.encode(src)  # (n, src_len, d_model), (n, 1, 1, src_len) | None
-        self.model, self.device = model, src.device
+        self.model, self.device, self.capacity = model, src.device, capacity
         self.output = None if shortlist is None else KeptOutput(model, shortlist.kept(src))
         self.state = model.start_decoding(memory, mask, capacity)
         self.state.self_kv = [RaggedCache(c, self) for c in self.state.self_kv]
@@ -69,6 +76,7 @@ class RaggedDecoder:
         self.index: Tensor | None = None  # (rows, q) on the device: where `extend` writes
         self.end = 0  # the longest row's length after `extend`
         self._banned: tuple[Tensor, Tensor] | None = None  # `propose`'s banned ids and their kept columns
+        self._targets: dict[bool, object] = {}  # the native target side, whole or shortlisted: made once
 
     def extend(self, tokens: Tensor) -> Tensor:
         """tokens (rows, q) at positions lengths .. lengths + q - 1 -> logits (rows, q, vocab).
@@ -99,9 +107,11 @@ class RaggedDecoder:
         lengths .., row r's newest at newest[r] (rows,) (CPU) -> (rows, k), each the most probable
         token after the ones before, never a `banned` id (ids,); each row then holds its tokens up to
         its newest and the first k - 1 proposals. One native call where the model has a native decoder."""
-        found = self._shortlisted(tokens, newest, k, banned)
-        if found is None:
-            found = propose_tokens(self.model, tokens, self.lengths, newest, k, banned, self.state)
+        native, model = None if self.output is None else self.output.native, self.model
+        if native is None or native_decoder(model) is None or model.training or torch.is_grad_enabled():
+            found = self._whole(tokens, newest, k, banned)
+        else:
+            found = self._shortlisted(tokens, newest, k, banned)
         if found is not None:
             self.keep(self.lengths + newest + k)
             return found
@@ -117,22 +127,34 @@ class RaggedDecoder:
             proposals.append(row_max(logits)[1])
         return torch.stack(proposals, dim=1)
 
-    def _shortlisted(self, tokens: Tensor, newest: Tensor, k: int, banned: Tensor) -> Tensor | None:
-        """`propose` with the output layer restricted to the batch's shortlist (native), or None."""
-        native, model = None if self.output is None else self.output.native, self.model
-        if native is None or native_decoder(model) is None or model.training or torch.is_grad_enabled():
-            return None
-        kept = self.output.kept  # (kept,) sorted target ids
+    def _whole(self, tokens: Tensor, newest: Tensor, k: int, banned: Tensor) -> Tensor | None:
+        """`propose` over the whole vocabulary in one native call, or None where the model decodes in
+        Python."""
+        if False not in self._targets:
+            if native_decoder(self.model) is None:
+                return None
+            self._targets[False] = native_target(self.model, self.capacity)
+        return propose_tokens(
+            self.model, tokens, self.lengths, newest, k, banned, self.state, self._targets[False]
+        )
+
+    @fallback(python=lambda self, *args: self._whole(*args), lose=lambda self, *_: self._lose_shortlist())
+    def _shortlisted(self, tokens: Tensor, newest: Tensor, k: int, banned: Tensor) -> Tensor:
+        """`propose` with the output layer restricted to the batch's shortlist, in one native call."""
+        native, model, kept = self.output.native, self.model, self.output.kept  # kept (kept,) sorted ids
         if self._banned is None or self._banned[0] is not banned:  # the banned ids it keeps, once a search
             self._banned = (banned, (kept[None, :] == banned[:, None]).nonzero()[:, 1])
-        columns = self._banned[1]
+        if True not in self._targets:
+            self._targets[True] = native_target(model, self.capacity, kept)
         x = model.embed_tokens(tokens, self.lengths[:, None] + torch.arange(tokens.size(1)))
-        try:
-            return kept[native.propose(x, self.lengths, newest, k, model, columns, self.state, kept)]
-        except RuntimeError as e:
-            self.output = None
-            warnings.warn(f"the shortlisted native step failed ({e}): whole vocabulary", RuntimeWarning, 2)
-            return None
+        return kept[
+            native.propose(self._targets[True], x, self.lengths, newest, k, self._banned[1], self.state)
+        ]
+
+    def _lose_shortlist(self) -> None:
+        """The shortlisted native call failed: the draft proposes over the whole vocabulary from now on."""
+        self.output.native.lose()
+        self.output = None
 
     def keep(self, lengths: Tensor) -> None:
         """Each row now holds lengths (rows,) (CPU) positions: its prefix and the new ones it keeps."""

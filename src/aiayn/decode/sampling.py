@@ -11,22 +11,20 @@ and which sample it is: never on how texts were batched, sorted or merged with o
 
 Each output is reported with its log P under the model itself (no temperature, no filtering),
 summed over its tokens and EOS, and the score log P / lp of beam search; a text's samples come
-back best first. Sampling is the row loop of greedy search (aiayn.decode.rows) with a `Sampler`
-choosing the tokens.
+back best first. Sampling is the loop of greedy search (aiayn.decode.greedy) with a `Sampler`
+choosing the tokens (`aiayn.decode.strategies.sample_search`).
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from aiayn.config import SamplingConfig
-from aiayn.decode.common import Hypothesis, SearchRules, Stepper
-from aiayn.decode.rows import run_rows
 
 _MASK = (1 << 62) - 1  # hash values stay non-negative, so shifts are logical
 
@@ -71,7 +69,7 @@ def filter_log_probs(logp: Tensor, sampling: SamplingConfig) -> Tensor:
 
 @dataclass
 class Sampler:
-    """Sampling's `Chooser` (aiayn.decode.rows): each row's token drawn from `sampling`'s filtered
+    """Sampling's `Chooser` (aiayn.decode.greedy): each row's token drawn from `sampling`'s filtered
     distribution with the Gumbel noise of the row's key. keys (rows,): `row_keys`, one per row."""
 
     keys: Tensor
@@ -84,13 +82,13 @@ class Sampler:
         return tokens, logp.gather(1, tokens[:, None])[:, 0]
 
 
-def sample_search(
-    stepper: Stepper, max_lens: Tensor, keys: Tensor, *, samples: int, sampling: SamplingConfig, **rules: Any
-) -> list[list[Hypothesis]]:
-    """`samples` outputs for each of n texts; the stepper holds n * samples rows (text-major).
+def __getattr__(name: str):
+    """`sample_search` with the fields of `SearchRules` as keywords: deprecated (a DeprecationWarning),
+    it is aiayn.decode.strategies.sample_search, given a `SearchRules`."""
+    if name != "sample_search":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    search = importlib.import_module("aiayn.decode.search")  # the deprecated signatures (it imports this one)
 
-    max_lens (n,) on the CPU; keys (n * samples,) from `row_keys`; `rules`: the fields of
-    `SearchRules` (start_id, eos_id, banned, alpha, style, prefixes, device, should_stop).
-    Returns per text its samples, best score first.
-    """
-    return run_rows(stepper, max_lens, Sampler(keys, sampling), samples, SearchRules(**rules))
+    return search.deprecated(
+        __name__, name, "aiayn.decode.strategies.sample_search", search.OLD_ENTRIES[name]
+    )

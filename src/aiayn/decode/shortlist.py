@@ -37,11 +37,11 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from aiayn.config import ModelConfig
-from aiayn.decode.common import Hypothesis
+from aiayn.decode.rules import Hypothesis
 from aiayn.errors import AiaynError
 from aiayn.model.embedding import OutputLayer
 from aiayn.model.transformer import DecoderState, Transformer
-from aiayn.runtime.native_step import restricted_native
+from aiayn.runtime.native_step import fallback, restricted_native
 from aiayn.runtime.quantize import Int8Linear
 from aiayn.safe_io import atomic_path
 
@@ -173,23 +173,29 @@ class KeptOutput:
 
     def step(self, columns: Tensor, state: DecoderState) -> Tensor:
         """columns (rows,) of the previous tokens -> logits (rows, kept); advances the state."""
-        model, tokens = self.model, self.kept[columns]  # (rows,) target ids
-        if self.native is not None and self.native.stale:  # a run of it failed (native_step.search_steps)
-            self.native = None
-        if self.native is not None and not (model.training or torch.is_grad_enabled()):
-            try:
-                logits = self.native.step(model.embed_step(tokens, state), state)  # checks before writing
-                state.step += 1
-                return logits
-            except RuntimeError as e:
-                self.native = None
-                warnings.warn(
-                    f"the native step failed ({e}): steps run in Python", RuntimeWarning, stacklevel=3
-                )
-        x = model.embed_step(tokens, state)[:, None]  # (rows, 1, d_model)
-        h = model.decoder(x, None, state.memory_mask, state=state)  # (rows, 1, d_model)
+        native, model = self.native, self.model
+        if native is None or native.stale or model.training or torch.is_grad_enabled():
+            return self.python_step(columns, state)
+        return self._native_step(columns, state)
+
+    @fallback(python=lambda self, *args: self.python_step(*args), lose=lambda self, *_: self.lose())
+    def _native_step(self, columns: Tensor, state: DecoderState) -> Tensor:
+        """The step as one native call, on the kept rows of the output layer (checks before writing)."""
+        logits = self.native.step(self.model.embed_step(self.kept[columns], state), state)
+        state.step += 1
+        return logits
+
+    def python_step(self, columns: Tensor, state: DecoderState) -> Tensor:
+        """The step in Python, its output layer the kept rows."""
+        x = self.model.embed_step(self.kept[columns], state)[:, None]  # (rows, 1, d_model)
+        h = self.model.decoder(x, None, state.memory_mask, state=state)  # (rows, 1, d_model)
         state.step += 1
         return self.logits(h[:, 0])
+
+    def lose(self) -> None:
+        """Its native decoder failed: the kept rows are computed in Python from now on."""
+        self.native.lose()
+        self.native = None
 
 
 def forced_ids(prefixes: Sequence[Sequence[int]] | None, constraints) -> list[int]:

@@ -54,8 +54,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from aiayn.decode.common import Hypothesis, SearchRules
 from aiayn.decode.ragged import RaggedDecoder
+from aiayn.decode.rules import Hypothesis, SearchRules
 from aiayn.decode.shortlist import Shortlist, read_shortlist
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_model_dir
@@ -219,19 +219,14 @@ def _check(
 ) -> tuple[list[list[int]], list[list[float]]]:
     """The teacher's pass over each row's newest token and the proposals (rows, k) -> its most
     probable token after each and that token's log P (rows x (k + 1) lists), under the rules of
-    greedy search (no banned id; EOS alone past a row's length cap)."""
+    greedy search (`SearchRules.mask`: no banned id; EOS alone past a row's length cap, position j
+    of row r predicting its step lengths[r] + j + 1)."""
     last = torch.tensor(live.last, device=proposals.device)
     tokens = torch.cat([last[:, None], proposals], dim=1)  # (rows, k + 1)
     logp = torch.log_softmax(teacher.extend(tokens).float(), dim=-1)  # (rows, k + 1, vocab)
     rows, width, vocab = logp.shape
-    logp[..., rules.banned_ids] = -math.inf
-    lengths = teacher.lengths.tolist()
-    if any(held + width > cap for held, cap in zip(lengths, live.max_lens, strict=True)):
-        steps = teacher.lengths[:, None] + torch.arange(1, width + 1)  # (rows, k + 1): the step predicted
-        at = (steps > torch.tensor(live.max_lens)[:, None]).to(logp.device)
-        eos = logp[..., rules.eos_id].clone()
-        logp[at] = -math.inf
-        logp[..., rules.eos_id] = torch.where(at, eos, logp[..., rules.eos_id])
+    steps = teacher.lengths[:, None] + torch.arange(1, width + 1)  # (rows, k + 1) CPU: the step predicted
+    rules.mask(logp, steps, torch.tensor(live.max_lens))
     best, chosen = row_max(logp.view(rows * width, vocab))
     return chosen.view(rows, width).tolist(), best.view(rows, width).tolist()
 

@@ -1,75 +1,41 @@
 """Binding the Transformer to the search (section 6.1): encode once, then decode one step at a time.
 
-`TransformerStepper` is the `Stepper` of `aiayn.decode.search` for a batch of padded sources: the
+`TransformerStepper` is the `Stepper` (aiayn.decode.rules) for a batch of padded sources: the
 encoder runs once, the decoder's cross-attention keys/values are projected once per sentence and
 repeated for its hypotheses (`Transformer.start_decoding`), and every step feeds only the newest
-token through the decoder's self-attention cache. `decode_batch` picks greedy or
-beam search and the per-sentence maximum output length a * |source| + b; a `StepMask` among the
-controls wraps the stepper to mask its log-probabilities (well-formed trees only: aiayn.parse), a
-`Shortlist` restricts its output layer to the batch's candidates (aiayn.decode.shortlist).
+token through the decoder's self-attention cache. Whether its steps run natively (one C++ call a
+step: aiayn.runtime.native_step) or in Python is decided once, when it is made: native where the
+model has a valid native decoder attached and decodes without gradients in eval mode. A shortlist
+(aiayn.decode.shortlist.KeptOutput) restricts its output layer, native or Python; an int8 model is
+native or Python as its float32 one is.
+
+`backend_of` is the one place a search's steps are given where to run, when the search starts: a
+native `TransformerStepper` gives greedy and beam search runs of native steps (`Backend.runs`,
+`NativeSearch`), with the search's rules crossed into C++ once; every other stepper, and a search
+that forces tokens (prefixes), steps in Python. A native call that fails turns the search to Python
+at one guarded place (`aiayn.runtime.native_step.fallback`), with a RuntimeWarning.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from aiayn.config import DecodeConfig, ModelConfig, SamplingConfig
-from aiayn.decode.constrained import constrained_beam_search
-from aiayn.decode.ensemble import EnsembleStepper
-from aiayn.decode.sampling import row_keys, sample_search
-from aiayn.decode.search import (
-    Hypothesis,
-    Prefixes,
-    SearchRules,
-    Stepper,
-    StopHook,
-    beam_search,
-    greedy_search,
-)
-from aiayn.decode.shortlist import Columns, KeptOutput, Shortlist, forced_ids
-from aiayn.decode.speculative import Draft, speculative_search
-from aiayn.errors import AiaynError
+from aiayn.decode.rules import SearchRules, Stepper
+from aiayn.decode.shortlist import KeptOutput
 from aiayn.model.transformer import Transformer
-from aiayn.runtime.native_step import decode_step, search_steps
+from aiayn.runtime.native_step import NativeSearch, fallback, native_for
 from aiayn.runtime.scores import log_normalizers
-
-# Sinusoidal positions have no table, but attention cost and cache memory grow with length:
-# longer texts are translated in parts (sentences; by the translator) and outputs capped.
-SOURCE_LIMIT = 1024
-
-
-TRAINED_REACH = 2  # a source up to this many times the longest training source is translated whole
-
-
-def source_limit(config: ModelConfig, longest_source: Any = None) -> int:
-    """The most source tokens (EOS included) the model is given: its learned table, or SOURCE_LIMIT;
-    and for a model whose config.json records its longest training source (`longest_source`, which
-    `aiayn average` writes), at most TRAINED_REACH times that: a decoder given far more than it ever
-    saw stops short, so a longer text is split (aiayn.decode.inputs) rather than cut short."""
-    limit = config.max_positions if config.positions == "learned" else SOURCE_LIMIT
-    if isinstance(longest_source, int) and not isinstance(longest_source, bool) and longest_source > 0:
-        limit = max(2, min(limit, TRAINED_REACH * longest_source))
-    return limit
-
-
-def target_limit(config: ModelConfig) -> int:
-    """The most output tokens before EOS: the decoder reads the start token plus that many."""
-    return config.max_positions - 1 if config.positions == "learned" else SOURCE_LIMIT
-
-
-def max_lengths(src_lens: Tensor, config: ModelConfig, max_len_a: float, max_len_b: int) -> Tensor:
-    """floor(a * |source| + b) per sentence, |source| counting its EOS, capped at target_limit."""
-    lens = torch.floor(src_lens.double() * max_len_a + max_len_b).long()
-    return lens.clamp(min=0, max=target_limit(config))
 
 
 class TransformerStepper:
-    """A `Stepper` over `Transformer.decode_step` for n sentences x `beam` hypotheses (sentence-major)."""
+    """A `Stepper` over `Transformer.decode_step` for n sentences x `beam` hypotheses (sentence-major),
+    its steps native or Python as decided when it is made."""
 
     def __init__(
         self, model: Transformer, src: Tensor, beam: int, max_steps: int, kept: Tensor | None = None
@@ -77,15 +43,33 @@ class TransformerStepper:
         """src (n, src_len) right-padded; max_steps: the most decoding steps (cache capacity);
         kept: the target ids a shortlist keeps (its tokens and outputs are then their columns)."""
         memory, mask = model.encode(src)  # (n, src_len, d_model), (n, 1, 1, src_len) | None
-        self.model = model
+        self.model, self.capacity = model, max_steps
         self.state = model.start_decoding(memory, mask, max_steps, beam)  # n * beam rows
-        self.output = None if kept is None else KeptOutput(model, kept)
+        self.native = native_for(model, self.state)  # the model's own native decoder, or None: Python
+        self.output = None if kept is None else KeptOutput(model, kept, self.native is not None)
 
     def _logits(self, tokens: Tensor) -> Tensor:
-        """tokens (rows,) -> logits (rows, vocab or kept) in float32; the step native where attached."""
+        """tokens (rows,) -> logits (rows, vocab or kept) in float32."""
         if self.output is not None:
             return self.output.step(tokens, self.state).float()  # (rows, kept)
-        return decode_step(self.model, tokens, self.state).float()  # (rows, vocab)
+        if self.native is None or self.native.stale:  # stale: a layer replaced, or a native call failed
+            return self.python_logits(tokens).float()  # (rows, vocab)
+        return self._native_logits(tokens).float()
+
+    def python_logits(self, tokens: Tensor) -> Tensor:
+        """The step in Python (`Transformer.decode_step`)."""
+        return self.model.decode_step(tokens, self.state)
+
+    @fallback(python=lambda self, tokens: self.python_logits(tokens), lose=lambda self, _: self.lose())
+    def _native_logits(self, tokens: Tensor) -> Tensor:
+        """The step as one native call: checks all it is given before writing."""
+        logits = self.native.step(self.model.embed_step(tokens, self.state), self.state)  # (rows, vocab)
+        self.state.step += 1
+        return logits
+
+    def lose(self) -> None:
+        """Its native decoder failed: given up (aiayn.runtime.native_step.NativeDecoder.lose)."""
+        self.native.lose()
 
     def step(self, tokens: Tensor) -> Tensor:
         """tokens (rows,) -> log-probabilities (rows, vocab or kept) in float32, written over the
@@ -99,36 +83,14 @@ class TransformerStepper:
         logits = self._logits(tokens)
         return logits, log_normalizers(logits)
 
-    def greedy_steps(
-        self,
-        tokens: Tensor,
-        sums: Tensor,
-        first_step: int,
-        steps: int,
-        caps: Tensor,
-        eos: int,
-        banned: Tensor,
-    ) -> tuple[Tensor, Tensor] | None:
-        """Up to `steps` steps of greedy search in one native call (`NativeDecoder.greedy`: tokens
-        (rows,), the log P so far sums (rows,), caps (rows,) the step after which a row may only
-        end, in columns where a shortlist restricts the output) -> each step's tokens (rows, s) and
-        running log P (rows, s), up to the first step some row ended; None where the model decodes
-        in Python."""
-        return self._native("greedy", tokens, sums, first_step, steps, caps, eos, banned)
-
-    def beam_steps(
-        self, tokens: Tensor, beams: list[Tensor], first_step: int, steps: int, *rules
-    ) -> list | None:
-        """Up to `steps` steps of beam search in one native call (`NativeDecoder.beam`; `rules`:
-        n_best, eos, banned, style, alpha); None where the model decodes in Python."""
-        return self._native("beam", tokens, beams, first_step, steps, *rules)
-
-    def _native(self, method: str, *args) -> tuple | list | None:
-        output = self.output
-        if output is not None and output.native is None:
+    def runs(self, rules: SearchRules) -> NativeSearch | None:
+        """Greedy and beam search's steps in native runs under `rules` (crossed into C++ once, here),
+        on the output layer its steps take (a shortlist's, where it has one); None where its steps
+        run in Python."""
+        native, ids = (self.native, None) if self.output is None else (self.output.native, self.output.kept)
+        if native is None or native.stale:
             return None
-        restricted, ids = (None, None) if output is None else (output.native, output.kept)
-        return search_steps(method, self.model, self.state, restricted, *args, ids)
+        return native.search(self.model, self.state, rules.native, ids, self.capacity)
 
     def reorder(self, index: Tensor) -> None:
         self.state.reorder(index)
@@ -137,144 +99,45 @@ class TransformerStepper:
         self.state.select(index)
 
 
-class StepMask(Protocol):
-    """A per-sentence mask on the next-token log-probabilities that depends on each hypothesis's
-    tokens so far (aiayn.parse.constraint: only well-formed trees). It wraps the batch's stepper, so
-    its state follows the rows through the search's `reorder` and `select`, whichever search runs."""
+@dataclass(frozen=True)
+class Backend:
+    """Where a search's steps run, chosen once when it starts (`backend_of`): `scores(tokens)` a step's
+    scores for the beam loop (logits and their log-normalisers, or log-probabilities and None), and
+    `runs` greedy and beam search's steps in native runs (None: every step in Python)."""
 
-    def subset(self, index: list[int]) -> StepMask:
-        """The mask of sentences `index` only (a batch of the caller's sentences)."""
-
-    def wrap(self, stepper: Stepper, max_lens: Tensor, rows: int, device: torch.device) -> Stepper:
-        """`stepper` with its log-probabilities (on `device`) masked; max_lens (n,) CPU, `rows`
-        hypotheses per sentence."""
+    scores: Callable[[Tensor], tuple[Tensor, Tensor | None]]
+    runs: NativeSearch | None = None
 
 
-@dataclass
-class Controls:
-    """What steers the search of one batch besides `DecodeConfig`, per sentence of the batch:
-    prefixes and constraints as target ids (None: none), for sampling the texts' keys, and a mask."""
-
-    prefixes: list[list[int]] | None = None
-    constraints: list[list[list[int]]] | None = None
-    sample: SamplingConfig | None = None
-    keys: list[int] | None = None  # a text's index in the caller's input: its samples' seed
-    should_stop: StopHook | None = None  # asked before every step or run (SearchStopped when it says so)
-    mask: StepMask | None = None
-    shortlist: Shortlist | None = None  # restrict the output layer to each batch's candidates
-
-    def subset(self, index: list[int]) -> Controls:
-        pick = lambda xs: None if xs is None else [xs[i] for i in index]  # noqa: E731
-        mask = None if self.mask is None else self.mask.subset(index)
-        return Controls(
-            pick(self.prefixes),
-            pick(self.constraints),
-            self.sample,
-            pick(self.keys),
-            self.should_stop,
-            mask,
-            self.shortlist,
-        )
-
-    def needed(self, n: int) -> Tensor:
-        """(n,) the fewest output tokens each sentence needs for its prefix or constraints."""
-        need = torch.zeros(n, dtype=torch.long)
-        for i in range(n):
-            if self.prefixes is not None:
-                need[i] = max(int(need[i]), len(self.prefixes[i]))
-            if self.constraints is not None:
-                need[i] = max(int(need[i]), sum(map(len, self.constraints[i])))
-        return need
+def backend_of(stepper: Stepper, rules: SearchRules, runs: bool) -> Backend:
+    """The one place a search's steps are given where to run: for a `TransformerStepper`, its logits
+    and normalisers, and (where `runs`: greedy search's most probable token or the plain beams, and
+    the rules force no prefix) its native runs where its steps are native; for any other stepper (an
+    ensemble, a mask, ONNX) its log-probabilities, every step in Python."""
+    if not isinstance(stepper, TransformerStepper):
+        return Backend(lambda tokens: (stepper.step(tokens), None))
+    plain = runs and rules.prefixes is None
+    return Backend(stepper.logits_and_normalizers, stepper.runs(rules) if plain else None)
 
 
-def _columns(config: ModelConfig, controls: Controls, src: Tensor, options: DecodeConfig) -> Columns:
-    """The output layer's columns for a batch src (n, src_len): its shortlist's ids with those the
-    search needs (EOS, the decoder's start, the prefixes' and constraints'), or all."""
-    if controls.shortlist is None:
-        if options.shortlist:  # a Translator passes its model's (or says it has none)
-            raise AiaynError("shortlist=True but no shortlist was given (parse models take none)")
-        return Columns(None)
-    if controls.mask is not None:
-        raise AiaynError("a shortlist cannot restrict a masked search (parse models)")
-    needed = [config.eos_id, config.start_id, *forced_ids(controls.prefixes, controls.constraints)]
-    return Columns(controls.shortlist.kept(src, needed))
+MOVED = (
+    "decode_batch",
+    "Controls",
+    "StepMask",
+    "max_lengths",
+    "source_limit",
+    "target_limit",
+    "SOURCE_LIMIT",
+)
 
 
-def _rules(config: ModelConfig, options: DecodeConfig, controls: Controls, columns: Columns, device) -> dict:
-    """The search's rules (SearchRules' fields), in the columns of the output layer it runs on."""
-    eos, banned = columns(config.eos_id), columns.banned(config.banned_ids)
-    prefixes = None if controls.prefixes is None else Prefixes(columns.lists(controls.prefixes), eos, banned)
-    return dict(
-        start_id=columns(config.start_id),
-        eos_id=eos,
-        banned=banned,
-        alpha=options.alpha,
-        style=options.length_penalty_style,
-        prefixes=prefixes,
-        device=device,
-        should_stop=controls.should_stop,
+def __getattr__(name: str):
+    """What moved to aiayn.decode.generate (the entry of generation), with a DeprecationWarning."""
+    if name not in MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    generate = importlib.import_module("aiayn.decode.generate")  # it imports this module
+
+    warnings.warn(
+        f"{__name__}.{name} is deprecated: it is aiayn.decode.generate.{name} now", DeprecationWarning, 2
     )
-
-
-@torch.inference_mode()
-def decode_batch(
-    model: Transformer | Sequence[Transformer],
-    src: Tensor,
-    options: DecodeConfig,
-    controls: Controls | None = None,
-    draft: Draft | None = None,
-) -> list[list[Hypothesis]]:
-    """Translate a batch of sources src (n, src_len) (pieces + EOS, right-padded with pad_id).
-
-    `model` is one model or an ensemble (models sharing a vocabulary). Greedy search when beam_size
-    is 1 (the same result as beam search with one beam, faster), beam search otherwise; sampling
-    (n_best samples) when `options.sampling` or `controls.sample` ask for it, dynamically allocated
-    beams when `controls` hold constraints; `controls.mask` masks every step's log-probabilities,
-    under any of these searches; `controls.shortlist` restricts the output layer to the batch's
-    candidates (aiayn.decode.shortlist); a `draft` makes an unsteered greedy search of one model
-    speculative (aiayn.decode.speculative: the same outputs; not with a shortlist). Returns up to
-    n_best hypotheses per sentence, best first.
-    """
-    models = [model] if isinstance(model, Transformer) else list(model)
-    config, controls = models[0].config, controls or Controls()
-    if src.size(0) == 0:
-        return []
-    src_lens = src.ne(config.pad_id).sum(dim=1).cpu()  # (n,)
-    max_lens = torch.maximum(
-        max_lengths(src_lens, config, options.max_len_a, options.max_len_b), controls.needed(src.size(0))
-    )
-    sample = controls.sample or (SamplingConfig() if options.sampling else None)
-    rows = options.n_best if sample is not None else options.beam_size
-    if sample is None and rows > config.vocab_size:  # its (n, beam, beam) scores outgrow memory first
-        raise AiaynError(
-            f"beam_size {rows} is over the model's {config.vocab_size} tokens: no wider beam helps"
-        )
-    columns = _columns(config, controls, src, options)  # the search runs on the output layer's columns
-    rules = _rules(config, options, controls, columns, src.device)
-    plain = (
-        rules["prefixes"] is None and not controls.constraints and controls.mask is None and len(models) == 1
-    )
-    if draft is not None and sample is None and rows == 1 and plain:
-        if columns.kept is not None:
-            raise AiaynError("a draft model speeds up greedy search without a shortlist: use one of the two")
-        if draft.reads(src):  # else its learned positions are fewer than the sources': greedy search
-            return speculative_search(
-                models[0], draft, src, max_lens, options.draft_tokens, SearchRules(**rules)
-            )
-    steppers = [TransformerStepper(m, src, rows, int(max_lens.max()) + 1, columns.kept) for m in models]
-    stepper = steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)
-    if controls.mask is not None:
-        stepper = controls.mask.wrap(stepper, max_lens, rows, src.device)
-    if sample is not None:
-        keys = row_keys(sample.seed, torch.tensor(controls.keys or range(src.size(0))), rows)
-        return columns.back(sample_search(stepper, max_lens, keys, samples=rows, sampling=sample, **rules))
-    if controls.constraints is not None and any(controls.constraints):
-        phrases = [columns.lists(c) for c in controls.constraints]
-        return columns.back(
-            constrained_beam_search(
-                stepper, max_lens, phrases, beam_size=rows, n_best=options.n_best, **rules
-            )
-        )
-    if rows == 1:
-        return columns.back(greedy_search(stepper, max_lens, **rules))
-    return columns.back(beam_search(stepper, max_lens, beam_size=rows, n_best=options.n_best, **rules))
+    return vars(generate)[name]

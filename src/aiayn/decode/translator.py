@@ -37,6 +37,7 @@ from torch import Tensor
 from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.decode import align as alignment
 from aiayn.decode.bundle import ModelBundle, load_bundle
+from aiayn.decode.generate import Controls, decode_batch, source_limit, target_limit
 from aiayn.decode.inputs import (
     Encoded,
     SplitHook,
@@ -46,8 +47,7 @@ from aiayn.decode.inputs import (
     target_prefixes,
 )
 from aiayn.decode.languages import text_tags
-from aiayn.decode.search import Hypothesis, StopHook
-from aiayn.decode.stepper import Controls, decode_batch, source_limit, target_limit
+from aiayn.decode.rules import Hypothesis, StopHook
 from aiayn.errors import AiaynError, TextError
 from aiayn.model.transformer import Transformer
 
@@ -299,7 +299,7 @@ class Translator:
         `replace_unk`: an output word holding <unk> becomes its aligned source word. `on_split(index,
         length, limit, parts)` hears of each text over the source limit (default: a `warnings.warn`);
         `progress(n)` after each batch of n sources; `should_stop()` before every search step
-        (aiayn.decode.search.SearchStopped when it answers True). `keys`: per text, what seeds its samples
+        (aiayn.decode.rules.SearchStopped when it answers True). `keys`: per text, what seeds its samples
         (default: its index; a server batching texts of several requests passes each text's index in its
         own request, so samples do not depend on batching). `target_language`: for a multilingual model
         (aiayn.decode.languages), the language to translate into ("de"), or one (or None) per text; its

@@ -1,6 +1,6 @@
 """An `export-onnx` directory run by ONNX Runtime, searched by aiayn's greedy and beam search (6.1).
 
-`OnnxStepper` is a `Stepper` (aiayn.decode.search) over the two ONNX sessions: encoder_model.onnx
+`OnnxStepper` is a `Stepper` (aiayn.decode.rules) over the two ONNX sessions: encoder_model.onnx
 once per batch, then decoder_model_merged.onnx once per step, first with use_cache_branch false
 and empty past tensors (the cross-attention keys and values are projected and returned), then with
 the previous step's present tensors as its past, as transformers.js and Optimum run it. The search
@@ -20,7 +20,8 @@ import torch
 from torch import Tensor
 
 from aiayn.config import DecodeConfig
-from aiayn.decode.search import Hypothesis, beam_search, greedy_search
+from aiayn.decode.rules import Hypothesis, SearchRules
+from aiayn.decode.strategies import beam_search, greedy_search
 from aiayn.errors import AiaynError
 
 
@@ -115,10 +116,10 @@ class OnnxModel:
         max_lens = torch.floor(lens.double() * options.max_len_a + options.max_len_b).long()
         max_lens = max_lens.clamp(0, self.max_positions - 1)
         stepper = OnnxStepper(self.encoder, self.decoder, src.numpy(), self.pad_id, options.beam_size)
-        rules = dict(
+        rules = SearchRules(
             start_id=self.start_id, eos_id=self.eos_id, banned=self.banned, alpha=options.alpha,
             style=options.length_penalty_style, prefixes=None, device=torch.device("cpu"), should_stop=None,
         )  # fmt: skip
         if options.beam_size == 1:
-            return greedy_search(stepper, max_lens, **rules)
-        return beam_search(stepper, max_lens, beam_size=options.beam_size, n_best=options.n_best, **rules)
+            return greedy_search(stepper, max_lens, rules)
+        return beam_search(stepper, max_lens, rules, beam_size=options.beam_size, n_best=options.n_best)

@@ -58,7 +58,7 @@ class KVCache(nn.Module):
         capacity, |source| + 300 positions when parsing, costs the CPU fresh pages every time a
         sentence ends); only the positions decoded so far are copied. Otherwise only the rows that
         take another row's prefix are copied: on the CPU the cache is larger than the caches, and
-        beam search keeps most rows in place (`aiayn.decode.search`).
+        beam search keeps most rows in place (`aiayn.decode.strategies`).
         """
         if index.numel() != self.k.size(0):
             self.k, self.v = self._compacted(self.k, index), self._compacted(self.v, index)

@@ -7,7 +7,8 @@ values. The model knows nothing of search.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -86,7 +87,8 @@ class DecoderState:
     window r), a row per hypothesis; cross_kv: per layer the encoder's keys
     and values (`MultiHeadAttention.cached_kv`: K^T (n, heads, d_k, src_len), V (n, heads, src_len,
     d_v)), computed once, a row per sentence: its `beam` hypotheses query them together;
-    memory_mask (n, 1, 1, src_len) or None.
+    memory_mask (n, 1, 1, src_len) or None. `native` is not the model's: a native decoding step
+    keeps its view of these tensors there, made again where they change.
     """
 
     self_kv: list[KVCache]
@@ -94,6 +96,9 @@ class DecoderState:
     memory_mask: Tensor | None
     beam: int = 1
     step: int = 0
+    native: Any = field(
+        default=None, repr=False, compare=False
+    )  # a native step's (aiayn.runtime.native_step)
 
     def reorder(self, index: Tensor) -> None:
         """Keep the self-attention prefixes of rows `index` (batch,) (beam search's survivors).

@@ -1,8 +1,8 @@
 """Well-formed trees only: a mask on the search's next-token log-probabilities (section 6.3's parser,
 with the linearisation of aiayn.parse.trees).
 
-`TreeConstraint` is a `Stepper` (aiayn.decode.search) around the model's stepper, put there by
-`TreeMask`, the `Controls.mask` of aiayn.decode.stepper: it follows each hypothesis (row) through
+`TreeConstraint` is a `Stepper` (aiayn.decode.rules) around the model's stepper, put there by
+`TreeMask`, the `Controls.mask` of aiayn.decode.generate: it follows each hypothesis (row) through
 the tokens the search feeds it (and its reorder / select) and sets to -inf the log-probability of
 every token that cannot lead to one tree with exactly `n_words` terminals within the row's
 `max_len` tokens. The search itself is unchanged, so every finished hypothesis is such a tree:
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from aiayn.decode.search import Stepper
+from aiayn.decode.rules import Stepper
 from aiayn.errors import AiaynError
 from aiayn.parse.trees import TERMINAL
 
@@ -162,7 +162,7 @@ class TreeConstraint:
 
 @dataclass(frozen=True)
 class TreeMask:
-    """The `StepMask` (aiayn.decode.stepper.Controls.mask) of sentences with n_words (n,) words each:
+    """The `StepMask` (aiayn.decode.generate.Controls.mask) of sentences with n_words (n,) words each:
     `Controls(mask=TreeMask(vocab, n_words))` makes any search emit only well-formed trees."""
 
     vocab: TreeVocab

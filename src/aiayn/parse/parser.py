@@ -18,7 +18,7 @@ import torch
 
 from aiayn.config import DecodeConfig
 from aiayn.decode.bundle import load_bundle
-from aiayn.decode.stepper import Controls, source_limit
+from aiayn.decode.generate import Controls, source_limit
 from aiayn.decode.translator import ProgressHook, Translator
 from aiayn.errors import AiaynError
 from aiayn.parse.constraint import TreeMask, TreeVocab

@@ -2,11 +2,15 @@
 // `_settled` and `done`, operation for operation with the same ATen calls in the same order, so the
 // same results to the last bit, without the Python around each of its ~40 small operations a step
 // (one sentence of the tiny model: ~1.2 ms of Python against a ~1.1 ms native step).
-// NativeDecoder::beam (native_step.cpp) runs steps of the beam loop with them. Shapes: n sentences,
+// `Search::beam` (native_step.cpp) runs steps of the beam loop with them. Shapes: n sentences,
 // k hypotheses each, T the longest output + 1 positions; every tensor on the CPU.
+//
+// `BeamState` is the one object the beam state crosses the boundary as: Python's `Beams` fields by
+// name (each readable and writable from Python), checked against each other when it is made.
 #pragma once
 
 #include <ATen/ATen.h>
+#include <torch/custom_class.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,24 +19,45 @@
 #include <string>
 #include <tuple>
 
+#include "native_rules.h"
 #include "native_scores.h"
 
 namespace aiayn_native {
 
 using at::Tensor;
 
-// The length penalty of aiayn.decode.common.length_penalty: "gnmt" ((5 + |Y|) / 6)^alpha, or |Y|^alpha.
-struct Penalty {
-  bool gnmt;
-  double alpha;
-
-  double operator()(double length) const { return std::pow(gnmt ? (5.0 + length) / 6.0 : length, alpha); }
-  Tensor operator()(const Tensor& length) const { return (gnmt ? (length + 5.0) / 6.0 : length).pow(alpha); }
-};
-
 // What the beam search carries between steps (aiayn.decode.beam.Beams; its docstring has the shapes).
-struct BeamState {
+struct BeamState : torch::CustomClassHolder {
   Tensor max_lens, live_seqs, live_scores, fin_seqs, fin_scores, fin_log_probs, fin_lens;
+
+  BeamState(Tensor max_lens, Tensor live_seqs, Tensor live_scores, Tensor fin_seqs, Tensor fin_scores,
+            Tensor fin_log_probs, Tensor fin_lens)
+      : max_lens(std::move(max_lens)), live_seqs(std::move(live_seqs)), live_scores(std::move(live_scores)),
+        fin_seqs(std::move(fin_seqs)), fin_scores(std::move(fin_scores)), fin_log_probs(std::move(fin_log_probs)),
+        fin_lens(std::move(fin_lens)) {
+    check();
+  }
+
+  // The tensors' shapes, dtypes and device agree: n sentences of k hypotheses, sequences of T.
+  void check() const {
+    TORCH_CHECK(live_scores.dim() == 2 && live_seqs.dim() == 3, "live_scores must be (n, k), live_seqs (n, k, T)");
+    const int64_t n = live_scores.size(0), k = live_scores.size(1), total = live_seqs.size(2);
+    TORCH_CHECK(max_lens.dim() == 1 && max_lens.size(0) == n && max_lens.scalar_type() == at::kLong,
+                "max_lens must be (n,) int64");
+    for (const Tensor* t : {&live_seqs, &fin_seqs}) {
+      TORCH_CHECK(t->sizes() == at::IntArrayRef({n, k, total}) && t->scalar_type() == at::kLong,
+                  "live_seqs and fin_seqs must be (n, k, T) int64");
+    }
+    for (const Tensor* t : {&live_scores, &fin_scores, &fin_log_probs}) {
+      TORCH_CHECK(t->sizes() == at::IntArrayRef({n, k}) && t->scalar_type() == at::kFloat,
+                  "live_scores, fin_scores and fin_log_probs must be (n, k) float32");
+    }
+    TORCH_CHECK(fin_lens.sizes() == at::IntArrayRef({n, k}) && fin_lens.scalar_type() == at::kLong,
+                "fin_lens must be (n, k) int64");
+    for (const Tensor* t : {&max_lens, &live_seqs, &live_scores, &fin_seqs, &fin_scores, &fin_log_probs, &fin_lens}) {
+      TORCH_CHECK(t->device().is_cpu(), "the beams must be on the CPU");
+    }
+  }
 
   // `Beams.finish`: merge the candidates `finishing` (n, c) into the pools, keeping the k best.
   void finish(const Tensor& seqs, const Tensor& log_probs, const Tensor& finishing, int64_t step, double lp) {
@@ -80,18 +105,18 @@ struct BeamState {
     return {beam.gather(1, pos), token.gather(1, pos)};
   }
 
-  // `Beams.done`: which sentences can stop after `step` (n,) bool; style "gnmt", "fairseq" or "len".
-  Tensor done(int64_t step, int64_t n_best, const std::string& style, const Penalty& lp) const {
+  // `Beams.done`: which sentences can stop after `step` (n,) bool, by the rules' length penalty style.
+  Tensor done(int64_t step, int64_t n_best, const SearchRules& rules) const {
     const Tensor best_live = std::get<0>(live_scores.max(1));  // (n,)
     const int64_t k = fin_scores.size(1);
     const Tensor full = fin_scores.select(1, k - 1).isfinite();
     Tensor done;
-    if (style == "gnmt" || style == "fairseq") {
+    if (rules.style == "gnmt" || rules.style == "fairseq") {
       const Tensor longest = max_lens.to(at::kFloat) + 1.0;
-      const Tensor bound = at::maximum(best_live / lp(double(step + 1)), best_live / lp(longest));
+      const Tensor bound = at::maximum(best_live / rules.lp(double(step + 1)), best_live / rules.lp(longest));
       done = full | (fin_scores.select(1, n_best - 1) >= bound);
     } else {
-      done = full & (best_live / lp(double(step)) <= fin_scores.select(1, k - 1));
+      done = full & (best_live / rules.lp(double(step)) <= fin_scores.select(1, k - 1));
     }
     return done | best_live.isfinite().logical_not();
   }

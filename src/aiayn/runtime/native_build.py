@@ -43,6 +43,7 @@ HEADERS = [
     for h in (
         "native_attention.h",
         "native_beam.h",
+        "native_rules.h",
         "native_layers.h",
         "native_panels.h",
         "native_scores.h",

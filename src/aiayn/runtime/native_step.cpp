@@ -16,9 +16,14 @@
 // single step does, so that products whose rows' bits do not depend on the row count (the panels)
 // give the single steps' logits exactly).
 //
+// The search's runs cross the boundary as typed objects, each made once and named field by field:
+// `SearchRules` (native_rules.h) once per search, inside the `Search` that binds it to a decoder and
+// the target embeddings; `BeamState` (native_beam.h) the beam state; `Caches` the decoder's state
+// for a call. No call takes more than eight arguments.
+//
 // Every index a call takes is checked (TORCH_CHECK: a RuntimeError in Python, never a read out of
 // bounds). Which kernel a product takes for a number of rows is Python's decision
-// (aiayn.runtime.linear): a step is given its row class and padded row count.
+// (aiayn.runtime.linear): a call's `Caches` carry its row class and padded row count.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/quantized/PackedParams.h>
@@ -36,13 +41,14 @@
 #include "native_attention.h"
 #include "native_beam.h"
 #include "native_layers.h"
+#include "native_rules.h"
 #include "native_scores.h"
 
 using at::Tensor;
 using namespace aiayn_native;  // NOLINT: native_layers.h's pieces, used throughout
 
 // Each row's maximum and the column of its first occurrence (x (rows, columns) float32), as `max(1)`
-// and the row loop's row_max give them: the values by the vectorised `amax`, then a scan for the first
+// and the greedy loop's row_max give them: the values by the vectorised `amax`, then a scan for the first
 // column holding it (or the first NaN, which `max` returns where a row has one).
 static std::tuple<Tensor, Tensor> first_max(const Tensor& x) {
   const Tensor values = at::amax(x, 1), data = x.contiguous();
@@ -59,6 +65,56 @@ static std::tuple<Tensor, Tensor> first_max(const Tensor& x) {
   }
   return {values, index};
 }
+
+// The decoder's state for a call on `rows` rows (aiayn.model.transformer.DecoderState): per layer the
+// self-attention caches keys, values (rows, h, capacity, d_k or d_v), the encoder's keys cross_k_t
+// (n, h, d_k, src) and values cross_v (n, h, src, d_v), one row per sentence, the source mask
+// (n, 1, 1, src) bool or none; and the kernel choice for `rows` rows (Python's: aiayn.runtime.linear's
+// row class and padded row count). Python keeps one while a search's tensors stay the same
+// (aiayn.runtime.native_step.NativeDecoder.caches); how many positions the caches hold is a call's.
+struct Caches : torch::CustomClassHolder {
+  std::vector<Tensor> keys, values, cross_k_t, cross_v;
+  std::optional<Tensor> mask;
+  Rows rows;
+
+  Caches(std::vector<Tensor> keys, std::vector<Tensor> values, std::vector<Tensor> cross_k_t,
+         std::vector<Tensor> cross_v, std::optional<Tensor> mask, int64_t row_class, int64_t padded)
+      : keys(std::move(keys)), values(std::move(values)), cross_k_t(std::move(cross_k_t)),
+        cross_v(std::move(cross_v)), mask(std::move(mask)), rows{row_class, padded} {}
+
+  // The positions a cache has room for (its capacity), or none without layers.
+  int64_t capacity() const { return keys.empty() ? std::numeric_limits<int64_t>::max() : keys[0].size(2); }
+};
+
+// The target side a search's tokens are embedded with (Transformer._embed: 3.4's scaled embedding plus
+// 3.5's position, no dropout at inference), made once per search: embed (vocab, d) the target
+// embeddings, scaled by `scale`, positions (P, d) the position table from position 0, and ids
+// (columns,) int64 the target id of each output column where the output layer is a shortlist's
+// (tokens are then columns).
+struct Target : torch::CustomClassHolder {
+  Tensor embed, positions;
+  double scale;
+  std::optional<Tensor> ids;
+
+  Target(Tensor embed, double scale, Tensor positions, std::optional<Tensor> ids)
+      : embed(std::move(embed)), positions(std::move(positions)), scale(scale), ids(std::move(ids)) {
+    check_float(this->embed, 2, "embed (vocab, d_model)");
+    check_float(this->positions, 2, "positions (positions, d_model)");
+    TORCH_CHECK(this->positions.size(1) == this->embed.size(1), "the positions must be of the embeddings' width");
+    const std::optional<Tensor>& named = this->ids;
+    TORCH_CHECK(!named || (named->dim() == 1 && named->scalar_type() == at::kLong && named->numel() > 0 &&
+                           named->min().item<int64_t>() >= 0 && named->max().item<int64_t>() < this->embed.size(0)),
+                "ids must be 1-d int64 target ids of the embeddings");
+  }
+
+  // The output layer's columns: ids names each, or the embeddings do.
+  int64_t columns() const { return ids ? ids->size(0) : embed.size(0); }
+
+  // The tokens (rows,) embedded: embed[ids[token] or token] * scale + position (d,) or (rows, d).
+  Tensor embedded(const Tensor& token, const Tensor& position) const {
+    return embed.index_select(0, ids ? ids->index_select(0, token) : token).mul_(scale).add_(position);
+  }
+};
 
 // The decoder of one Transformer, its weights held by reference (the model's own tensors).
 struct NativeDecoder : torch::CustomClassHolder {
@@ -242,73 +298,66 @@ struct NativeDecoder : torch::CustomClassHolder {
   }
 
   // The caches and the encoder's keys and values of `n_layers` layers for `rows` rows.
-  void check_caches(int64_t n_layers, int64_t rows, int64_t length, const std::vector<Tensor>& cache_k,
-                    const std::vector<Tensor>& cache_v, const std::vector<Tensor>& cross_k_t,
-                    const std::vector<Tensor>& cross_v, const std::optional<Tensor>& mask) const {
-    TORCH_CHECK(int64_t(cache_k.size()) == n_layers && int64_t(cache_v.size()) == n_layers &&
-                    int64_t(cross_k_t.size()) == n_layers && int64_t(cross_v.size()) == n_layers,
+  void check_caches(int64_t n_layers, int64_t rows, int64_t length, const Caches& c) const {
+    TORCH_CHECK(int64_t(c.keys.size()) == n_layers && int64_t(c.values.size()) == n_layers &&
+                    int64_t(c.cross_k_t.size()) == n_layers && int64_t(c.cross_v.size()) == n_layers,
                 "one cache per decoder layer (", n_layers, ") expected");
     TORCH_CHECK(length >= 0, "the caches' length must be >= 0, got ", length);
     if (n_layers == 0) return;
-    TORCH_CHECK(cache_k[0].dim() == 4 && cross_k_t[0].dim() == 4, "the caches of layer 0 are not 4-d");
-    const int64_t n = cross_k_t[0].size(0), src = cross_k_t[0].size(3), positions = cache_k[0].size(2);
+    TORCH_CHECK(c.keys[0].dim() == 4 && c.cross_k_t[0].dim() == 4, "the caches of layer 0 are not 4-d");
+    const int64_t n = c.cross_k_t[0].size(0), src = c.cross_k_t[0].size(3), positions = c.keys[0].size(2);
     TORCH_CHECK(n > 0 && rows % n == 0, rows, " rows are not a whole number of beams for ", n, " sentences");
     for (int64_t i = 0; i < n_layers; ++i) {
-      for (const Tensor* t : {&cache_k[i], &cache_v[i], &cross_k_t[i], &cross_v[i]}) {
+      for (const Tensor* t : {&c.keys[i], &c.values[i], &c.cross_k_t[i], &c.cross_v[i]}) {
         TORCH_CHECK(t->scalar_type() == at::kFloat, "layer ", i, ": a cache is ", t->scalar_type(),
                     ", not float32");
       }
-      TORCH_CHECK(cache_k[i].sizes() == at::IntArrayRef({rows, heads, positions, d_k}) &&
-                      cache_v[i].sizes() == at::IntArrayRef({rows, heads, positions, d_v}),
+      TORCH_CHECK(c.keys[i].sizes() == at::IntArrayRef({rows, heads, positions, d_k}) &&
+                      c.values[i].sizes() == at::IntArrayRef({rows, heads, positions, d_v}),
                   "layer ", i, ": a self-attention cache is not (rows, heads, capacity, d_k or d_v)");
-      TORCH_CHECK(cross_k_t[i].sizes() == at::IntArrayRef({n, heads, d_k, src}) &&
-                      cross_v[i].sizes() == at::IntArrayRef({n, heads, src, d_v}),
+      TORCH_CHECK(c.cross_k_t[i].sizes() == at::IntArrayRef({n, heads, d_k, src}) &&
+                      c.cross_v[i].sizes() == at::IntArrayRef({n, heads, src, d_v}),
                   "layer ", i, ": the encoder's keys and values are not (n, heads, d_k, src), (n, heads, src, d_v)");
     }
-    TORCH_CHECK(!mask || (mask->scalar_type() == at::kBool && mask->sizes() == at::IntArrayRef({n, 1, 1, src})),
+    TORCH_CHECK(!c.mask || (c.mask->scalar_type() == at::kBool && c.mask->sizes() == at::IntArrayRef({n, 1, 1, src})),
                 "the source mask is not (n, 1, 1, src) bool");
     TORCH_CHECK(length < positions, "KV cache holds ", positions, " positions; step ", length + 1,
                 " does not fit");
   }
 
   // The input of a call: `features` per row (the model's width), `rows` product rows padded to `padded`.
-  void check_rows(int64_t features, int64_t rows, int64_t row_class, int64_t padded) const {
+  void check_rows(int64_t features, int64_t rows, const Rows& r) const {
     TORCH_CHECK(norms.empty() || features == norms[0].weight.size(0), "x has ", features,
                 " features, the model's norms ", norms.empty() ? 0 : norms[0].weight.size(0));
-    TORCH_CHECK(row_class >= 0 && (row_classes < 0 || row_class < row_classes), "row class ", row_class,
+    TORCH_CHECK(r.row_class >= 0 && (row_classes < 0 || r.row_class < row_classes), "row class ", r.row_class,
                 " of ", row_classes);
-    TORCH_CHECK(padded >= rows, "rows padded to ", padded, ", fewer than the ", rows, " rows");
+    TORCH_CHECK(r.padded >= rows, "rows padded to ", r.padded, ", fewer than the ", rows, " rows");
   }
 
-  // x (rows, d): the embedded tokens at position `length`; caches (rows, h, capacity, d_k or d_v)
-  // per layer, `length` positions filled (this step writes one more); cross_k_t and cross_v per
-  // layer, one row per sentence; the rows' class and padded count (for the kernels) -> logits
-  // (rows, vocab).
-  Tensor step(Tensor x, std::vector<Tensor> cache_k, std::vector<Tensor> cache_v, int64_t length,
-              std::vector<Tensor> cross_k_t, std::vector<Tensor> cross_v, std::optional<Tensor> mask,
-              int64_t row_class, int64_t padded) {
+  // x (rows, d): the embedded tokens at position `length`; the caches (`Caches`) hold `length`
+  // positions (this step writes one more) -> logits (rows, vocab).
+  Tensor step(Tensor x, c10::intrusive_ptr<Caches> caches, int64_t length) {
     const int64_t n_layers = layers();
     check_float(x, 2, "x (rows, d_model)");
     const int64_t rows = x.size(0);
-    check_rows(x.size(1), rows, row_class, padded);
-    check_caches(n_layers, rows, length, cache_k, cache_v, cross_k_t, cross_v, mask);
-    const Rows r{row_class, padded};
+    const Caches& c = *caches;
+    check_rows(x.size(1), rows, c.rows);
+    check_caches(n_layers, rows, length, c);
+    const Rows& r = c.rows;
     return through(
         x.contiguous(), n_layers, r,
-        [&](const Tensor& in, int64_t i) { return self_attention(in, i, cache_k[i], cache_v[i], length, r); },
+        [&](const Tensor& in, int64_t i) { return self_attention(in, i, c.keys[i], c.values[i], length, r); },
         [&](const Tensor& in, int64_t i) {
-          return cross_attention(in, i, cross_k_t[i], cross_v[i], mask, rows / cross_k_t[i].size(0), r);
+          return cross_attention(in, i, c.cross_k_t[i], c.cross_v[i], c.mask, rows / c.cross_k_t[i].size(0), r);
         });
   }
 
   // Several new positions per row in one call (speculative decoding's check): x (rows, m, d), the
   // embedded tokens of row r at positions lengths[r] .. lengths[r] + m - 1; lengths (rows,) int64,
-  // the positions each row's caches hold (this call writes m more; `step`'s other arguments as
-  // there) -> logits (rows, m, vocab). The products run over rows * m rows with the kernel of the
-  // `row_class` given (the single step's for these rows), padded to `padded`.
-  Tensor extend(Tensor x, Tensor lengths, std::vector<Tensor> cache_k, std::vector<Tensor> cache_v,
-                std::vector<Tensor> cross_k_t, std::vector<Tensor> cross_v, std::optional<Tensor> mask,
-                int64_t row_class, int64_t padded) {
+  // the positions each row's caches hold (this call writes m more) -> logits (rows, m, vocab). The
+  // products run over rows * m rows with the kernel of the caches' row class (the single step's for
+  // these rows), padded to `padded`.
+  Tensor extend(Tensor x, Tensor lengths, c10::intrusive_ptr<Caches> caches, int64_t padded) {
     const int64_t n_layers = layers();
     check_float(x, 3, "x (rows, new positions, d_model)");
     const int64_t rows = x.size(0), m = x.size(1);
@@ -318,33 +367,28 @@ struct NativeDecoder : torch::CustomClassHolder {
                     lengths.device().is_cpu(), "lengths must be (rows,) int64 on the CPU, one per row of x");
     const int64_t shortest = lengths.min().item<int64_t>(), longest = lengths.max().item<int64_t>();
     TORCH_CHECK(shortest >= 0, "a row's length must be >= 0, got ", shortest);
-    check_rows(x.size(2), rows * m, row_class, padded);
-    check_caches(n_layers, rows, longest + m - 1, cache_k, cache_v, cross_k_t, cross_v, mask);
-    const Rows r{row_class, padded};
+    const Caches& c = *caches;
+    const Rows r{c.rows.row_class, padded};
+    check_rows(x.size(2), rows * m, r);
+    check_caches(n_layers, rows, longest + m - 1, c);
     const bool same = shortest == longest;
     Tensor logits = through(
         x.reshape({rows * m, x.size(2)}).contiguous(), n_layers, r,
         [&](const Tensor& in, int64_t i) {
-          return self_attention_m(in, i, cache_k[i], cache_v[i], lengths, m, same, r);
+          return self_attention_m(in, i, c.keys[i], c.values[i], lengths, m, same, r);
         },
         [&](const Tensor& in, int64_t i) {
-          return cross_attention(in, i, cross_k_t[i], cross_v[i], mask, m * (rows / cross_k_t[i].size(0)), r);
+          return cross_attention(in, i, c.cross_k_t[i], c.cross_v[i], c.mask, m * (rows / c.cross_k_t[i].size(0)), r);
         });
     return logits.view({rows, m, logits.size(1)});
   }
 
   // A draft's k greedy proposals per row (speculative decoding): x (rows, q, d) its unread tokens
-  // embedded, row r's newest at newest[r] (rows,) int64; then k - 1 single positions, each the token
-  // just chosen, embedded as embed[token] * scale + table[position] (embed (vocab, d), table
-  // (positions, d)). `banned` (ids,) int64 columns are never chosen; `ids` (columns,) int64 the target
-  // id of each output column (a shortlist's), if not their own; `extend`'s other arguments as there,
-  // `padded` for the first call and `padded_one` for the rest -> (rows, k) int64.
-  Tensor propose(Tensor x, Tensor lengths, Tensor newest, int64_t k, Tensor embed, double scale, Tensor table,
-                 Tensor banned, std::optional<Tensor> ids, std::vector<Tensor> cache_k, std::vector<Tensor> cache_v,
-                 std::vector<Tensor> cross_k_t, std::vector<Tensor> cross_v, std::optional<Tensor> mask,
-                 int64_t row_class, int64_t padded, int64_t padded_one) {
-    check_float(embed, 2, "embed (vocab, d_model)");
-    check_float(table, 2, "table (positions, d_model)");
+  // embedded, row r's newest at newest[r] (rows,) int64, read in one `extend` (its products padded
+  // to `padded`); then k - 1 single positions, each the token just chosen, embedded by `target`.
+  // `banned` (b,) int64 columns are never chosen -> (rows, k) int64 columns.
+  Tensor propose(c10::intrusive_ptr<Target> target, Tensor x, Tensor lengths, Tensor newest, int64_t k,
+                 Tensor banned, c10::intrusive_ptr<Caches> caches, int64_t padded) {
     const int64_t rows = x.dim() == 3 ? x.size(0) : 0, q = x.dim() == 3 ? x.size(1) : 0;
     TORCH_CHECK(newest.dim() == 1 && newest.size(0) == rows && newest.scalar_type() == at::kLong &&
                     (rows == 0 || (newest.min().item<int64_t>() >= 0 && newest.max().item<int64_t>() < q)),
@@ -352,22 +396,21 @@ struct NativeDecoder : torch::CustomClassHolder {
     TORCH_CHECK(banned.dim() == 1 && banned.scalar_type() == at::kLong &&
                     (banned.numel() == 0 || banned.min().item<int64_t>() >= 0),
                 "banned must be 1-d int64 ids");
-    TORCH_CHECK(k >= 1 && !cache_k.empty() && lengths.dim() == 1 && lengths.size(0) == rows &&
-                    (lengths + newest + k).max().item<int64_t>() <= std::min(table.size(0), cache_k[0].size(2)),
+    TORCH_CHECK(k >= 1 && !caches->keys.empty() && lengths.dim() == 1 && lengths.size(0) == rows &&
+                    (lengths + newest + k).max().item<int64_t>() <=
+                        std::min(target->positions.size(0), caches->capacity()),
                 "k = ", k, " proposals do not fit the caches or the position table");
-    Tensor logits = extend(x, lengths, cache_k, cache_v, cross_k_t, cross_v, mask, row_class, padded);
+    Tensor logits = extend(x, lengths, caches, padded);
     Tensor held = lengths + newest + 1;  // (rows,) positions each row holds once it read its tokens
     Tensor next = logits.index({at::arange(rows, lengths.options()), newest});  // (rows, vocab)
     TORCH_CHECK(banned.numel() == 0 || banned.max().item<int64_t>() < next.size(1), "a banned id is past the ",
                 next.size(1), " outputs");  // what is written lies past the rows' lengths: harmless
-    TORCH_CHECK(!ids || (ids->dim() == 1 && ids->scalar_type() == at::kLong && ids->size(0) == next.size(1) &&
-                         ids->min().item<int64_t>() >= 0 && ids->max().item<int64_t>() < embed.size(0)),
-                "ids must be (", next.size(1), ",) int64 target ids");
+    TORCH_CHECK(target->columns() == next.size(1), "ids must be (", next.size(1), ",) int64 target ids");
     Tensor out = at::empty({rows, k}, lengths.options());
     for (int64_t j = 0; j < k; ++j) {
       if (j > 0) {
-        Tensor xj = embedded(embed, ids, out.select(1, j - 1), scale, table.index_select(0, held)).unsqueeze(1);
-        next = extend(xj, held, cache_k, cache_v, cross_k_t, cross_v, mask, row_class, padded_one).select(1, 0);
+        Tensor xj = target->embedded(out.select(1, j - 1), target->positions.index_select(0, held)).unsqueeze(1);
+        next = extend(xj, held, caches, caches->rows.padded).select(1, 0);
         held = held + 1;
       }
       if (banned.numel() > 0) next.index_fill_(1, banned, -std::numeric_limits<float>::infinity());
@@ -375,107 +418,116 @@ struct NativeDecoder : torch::CustomClassHolder {
     }
     return out;
   }
+};
 
-  // Greedy search's steps (section 6.1) in one call, as the row loop (aiayn.decode.rows) takes them
-  // one at a time, with the same ATen kernels in the same order, so the same bits: each row's token
-  // tokens (rows,) int64 at position `length` (ids[token] where the output columns are a shortlist's)
-  // embedded as embed[id] * scale + table[j] (table (steps, d): positions length ..), one step, then
-  // log_softmax; `banned` columns -inf; past its cap (caps (rows,) int64, search step first_step + j)
-  // a row may only end (EOS's log P kept); the first most probable column; log P summed in float32
-  // onto sums (rows,). Stops after `steps` steps or the first step at which some row chose `eos` ->
-  // (chosen (rows, s), running sums (rows, s)); the caches then hold length + s positions.
-  std::tuple<Tensor, Tensor> greedy(Tensor tokens, Tensor sums, int64_t first_step, Tensor caps, int64_t eos,
-                                    Tensor banned, int64_t steps, Tensor embed, double scale, Tensor table,
-                                    std::optional<Tensor> ids, std::vector<Tensor> cache_k,
-                                    std::vector<Tensor> cache_v, int64_t length, std::vector<Tensor> cross_k_t,
-                                    std::vector<Tensor> cross_v, std::optional<Tensor> mask, int64_t row_class,
-                                    int64_t padded) {
+// Rows follow `index` (rows,) in every layer's cache, `filled` positions each: only the rows that
+// take another row's prefix are copied (aiayn.model.cache.KVCache.reorder).
+static void reorder(const std::vector<Tensor>& caches, const Tensor& index, int64_t filled) {
+  const Tensor moved = (index != at::arange(index.numel(), index.options())).nonzero().select(1, 0);
+  if (moved.numel() == 0) return;
+  const Tensor source = index.index_select(0, moved);
+  for (const Tensor& buffer : caches) {
+    Tensor prefix = buffer.narrow(2, 0, filled);
+    prefix.index_copy_(0, moved, prefix.index_select(0, source));  // gathered first: the rows overlap
+  }
+}
+
+// One search's native runs: a decoder, the search's rules and its target side, bound once
+// (aiayn.runtime.native_step.NativeSearch makes it when the search starts).
+struct Search : torch::CustomClassHolder {
+  c10::intrusive_ptr<NativeDecoder> decoder;
+  c10::intrusive_ptr<SearchRules> rules;
+  c10::intrusive_ptr<Target> target;
+
+  Search(c10::intrusive_ptr<NativeDecoder> decoder, c10::intrusive_ptr<SearchRules> rules,
+         c10::intrusive_ptr<Target> target)
+      : decoder(std::move(decoder)), rules(std::move(rules)), target(std::move(target)) {}
+
+  // What a run is given besides its search's state: tokens are columns of the output layer, which
+  // ids (or the embeddings) name; the rules' columns are among them; the caches and the position
+  // table have room for `steps` more positions after `length`.
+  void check_run(const Tensor& tokens, int64_t steps, const Caches& c, int64_t length) const {
+    decoder->layers();  // whole layers and an output layer
+    TORCH_CHECK(length + steps <= c.capacity(), "KV cache holds ", c.capacity(), " positions; ", steps,
+                " steps after ", length, " do not fit");  // nothing written yet
+    TORCH_CHECK(steps >= 1 && length + steps <= target->positions.size(0), "the position table must hold the ",
+                steps, " steps' positions after ", length);
+    const int64_t outputs = decoder->linears.back().outputs, columns = target->columns();
+    TORCH_CHECK(columns == outputs, "the output layer has ", outputs, " columns, and ",
+                target->ids ? "ids" : "embed", " names ", columns);
+    TORCH_CHECK(tokens.min().item<int64_t>() >= 0 && tokens.max().item<int64_t>() < columns,
+                "tokens must be columns of the output layer, and ids target ids of the embeddings");
+    rules->check_columns(columns);
+  }
+
+  // Greedy search's steps (section 6.1) in one call, as the greedy loop (aiayn.decode.greedy) takes
+  // them one at a time, with the same ATen kernels in the same order, so the same bits: each row's
+  // token tokens (rows,) int64 at position `length` embedded, one step, then log_softmax; the rules'
+  // mask (no banned column; past its cap, caps (rows,) int64 at search step first_step + j, a row may
+  // only end); the first most probable column; log P summed in float32 onto sums (rows,). Stops after
+  // `steps` steps or the first step at which some row chose EOS -> (chosen (rows, s), running sums
+  // (rows, s)); the caches then hold length + s positions.
+  std::tuple<Tensor, Tensor> greedy(Tensor tokens, Tensor sums, Tensor caps, int64_t first_step, int64_t steps,
+                                    c10::intrusive_ptr<Caches> caches, int64_t length) {
     const int64_t rows = tokens.size(0);
     check_float(sums, 1, "sums (rows,)");
     TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong && rows > 0 && sums.size(0) == rows &&
                     caps.dim() == 1 && caps.scalar_type() == at::kLong && caps.size(0) == rows,
                 "tokens, sums and caps must be (rows,): int64, float32, int64");
     TORCH_CHECK(first_step >= 1, "first_step must be >= 1, got ", first_step);
-    check_run(tokens, ids, embed, table, steps, banned, eos, cache_k, length);
+    check_run(tokens, steps, *caches, length);
     Tensor chosen = at::empty({rows, steps}, tokens.options()), running = at::empty({rows, steps}, sums.options());
-    const auto cap = caps.accessor<int64_t, 1>();
+    const Tensor cap = caps.contiguous();
     Tensor token = tokens;
     int64_t j = 0;
     while (j < steps) {  // a failure anywhere leaves the caches as they were below `length` (Python goes on)
-      Tensor x = embedded(embed, ids, token, scale, table.select(0, j));
-      Tensor logp = at::log_softmax(step(x, cache_k, cache_v, length + j, cross_k_t, cross_v, mask, row_class,
-                                         padded), 1);  // (rows, columns)
-      if (banned.numel() > 0) logp.index_fill_(1, banned, -std::numeric_limits<float>::infinity());
-      for (int64_t r = 0; r < rows; ++r) {
-        if (first_step + j <= cap[r]) continue;
-        Tensor row = logp.select(0, r);
-        const Tensor keep = row.select(0, eos).clone();
-        row.fill_(-std::numeric_limits<float>::infinity()).select(0, eos).copy_(keep);
-      }
+      Tensor x = target->embedded(token, target->positions.select(0, length + j));
+      Tensor logp = at::log_softmax(decoder->step(x, caches, length + j), 1);  // (rows, columns)
+      rules->mask(logp.unsqueeze(1), first_step + j, cap.data_ptr<int64_t>());
       auto [best, index] = first_max(logp);
       sums = sums + best;
       chosen.select(1, j).copy_(index);
       running.select(1, j).copy_(sums);
       token = index;
       ++j;
-      if (index.eq(eos).any().item<bool>()) break;
+      if (index.eq(rules->eos).any().item<bool>()) break;
     }
     return {chosen.narrow(1, 0, j), running.narrow(1, 0, j)};
   }
 
-  // Rows follow `index` (rows,) in every layer's cache, `filled` positions each: only the rows that
-  // take another row's prefix are copied (aiayn.model.cache.KVCache.reorder).
-  static void reorder(const std::vector<Tensor>& caches, const Tensor& index, int64_t filled) {
-    const Tensor moved = (index != at::arange(index.numel(), index.options())).nonzero().select(1, 0);
-    if (moved.numel() == 0) return;
-    const Tensor source = index.index_select(0, moved);
-    for (const Tensor& buffer : caches) {
-      Tensor prefix = buffer.narrow(2, 0, filled);
-      prefix.index_copy_(0, moved, prefix.index_select(0, source));  // gathered first: the rows overlap
-    }
-  }
-
   // Beam search's steps (section 6.1) in one call, as the beam loop (aiayn.decode.beam.run_beams)
   // takes them one at a time, with the same ATen calls in the same order (native_beam.h), so the
-  // same bits: tokens (n * k,) int64 at position `length`, embedded as in `greedy`; beams = the
-  // Beams' max_lens (n,) int64, live_seqs, live_scores, fin_seqs, fin_scores, fin_log_probs,
-  // fin_lens; the search's step number `first_step`; banned columns never chosen; past its
-  // max_len a sentence may only end; the length penalty's style and alpha; n_best. Runs up to
-  // `steps` steps, stopping after the first at which some sentence is done (its caches then not
-  // reordered: the caller drops it) -> the six Beams tensors, rows (n * k,) each survivor's row,
-  // last (n * k,) its token, done (n,) bool, and the steps taken (a 0-d int64).
-  std::vector<Tensor> beam(Tensor tokens, std::vector<Tensor> beams, int64_t first_step, int64_t n_best,
-                           int64_t eos, Tensor banned, std::string style, double alpha, int64_t steps,
-                           Tensor embed, double scale, Tensor table, std::optional<Tensor> ids,
-                           std::vector<Tensor> cache_k, std::vector<Tensor> cache_v, int64_t length,
-                           std::vector<Tensor> cross_k_t, std::vector<Tensor> cross_v, std::optional<Tensor> mask,
-                           int64_t row_class, int64_t padded) {
-    BeamState b = checked_beams(beams, tokens);
+  // same bits: tokens (n * k,) int64 at position `length`, embedded as in `greedy`; `beams` the beam
+  // state, updated in place; the search's step number `first_step`; the rules' mask (past its
+  // max_len a sentence may only end) and length penalty; n_best. Runs up to `steps` steps, stopping
+  // after the first at which some sentence is done (its caches then not reordered: the caller drops
+  // it) -> rows (n * k,) each survivor's row, last (n * k,) its token, done (n,) bool, and the steps
+  // taken (a 0-d int64).
+  std::tuple<Tensor, Tensor, Tensor, Tensor> beam(c10::intrusive_ptr<BeamState> beams, Tensor tokens,
+                                                  int64_t first_step, int64_t steps, int64_t n_best,
+                                                  c10::intrusive_ptr<Caches> caches, int64_t length) {
+    BeamState& b = *beams;
+    b.check();
     const int64_t n = b.live_scores.size(0), k = b.live_scores.size(1);
-    TORCH_CHECK(style == "gnmt" || style == "fairseq" || style == "len", "no length penalty style ", style);
+    TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong && tokens.size(0) == n * k && n * k > 0,
+                "tokens must be (n * k,) int64 for n = ", n, " sentences of k = ", k);
     TORCH_CHECK(first_step >= 1 && n_best >= 1 && n_best <= k && b.live_seqs.size(2) >= first_step + steps - 1,
                 "first_step must be >= 1, n_best 1 .. k, and the sequences must hold every step");
-    check_run(tokens, ids, embed, table, steps, banned, eos, cache_k, length);
-    const Penalty lp{style == "gnmt", alpha};
-    const auto max_len = b.max_lens.accessor<int64_t, 1>();
+    check_run(tokens, steps, *caches, length);
+    const Tensor max_lens = b.max_lens.contiguous();
     Tensor token = tokens, rows_of, last, done;
     int64_t j = 0;
     while (j < steps) {
       const int64_t step = first_step + j;
       const BeamState before = b;  // the beams and caches agree at every step's start
       try {  // a step that fails after the first ends the run at the start of that step
-        Tensor x = embedded(embed, ids, token, scale, table.select(0, j));
-        Tensor logits = this->step(x, cache_k, cache_v, length + j, cross_k_t, cross_v, mask, row_class, padded);
+        Tensor x = target->embedded(token, target->positions.select(0, length + j));
+        Tensor logits = decoder->step(x, caches, length + j);
         const Tensor lse = row_log_normalizers(logits);  // (n * k,)
         Tensor scores = logits.view({n, k, logits.size(1)});
-        if (banned.numel() > 0) scores.index_fill_(2, banned, -std::numeric_limits<float>::infinity());
-        for (int64_t i = 0; i < n; ++i) {  // past its max_len a sentence may only end
-          if (step <= max_len[i]) continue;
-          const Tensor keep = scores.select(0, i).select(1, eos).clone();
-          scores.select(0, i).fill_(-std::numeric_limits<float>::infinity()).select(1, eos).copy_(keep);
-        }
-        auto [beam, chosen] = b.advance(scores, lse, step, eos, lp(double(step)));  // (n, k) each
-        Tensor ended = b.done(step, n_best, style, lp);
+        rules->mask(scores, step, max_lens.data_ptr<int64_t>());
+        auto [beam, chosen] = b.advance(scores, lse, step, rules->eos, rules->lp(double(step)));  // (n, k) each
+        Tensor ended = b.done(step, n_best, *rules);
         Tensor survivors = (beam + at::arange(0, n * k, k, beam.options()).unsqueeze(1)).view(-1);
         rows_of = survivors, last = chosen.view(-1), done = ended;
       } catch (const std::exception&) {
@@ -485,78 +537,34 @@ struct NativeDecoder : torch::CustomClassHolder {
       }
       ++j;
       if (done.any().item<bool>()) break;
-      reorder(cache_k, rows_of, length + j);
-      reorder(cache_v, rows_of, length + j);
+      reorder(caches->keys, rows_of, length + j);
+      reorder(caches->values, rows_of, length + j);
       token = last;
     }
-    return {b.live_seqs, b.live_scores, b.fin_seqs, b.fin_scores, b.fin_log_probs, b.fin_lens,
-            rows_of, last, done, at::scalar_tensor(j, tokens.options())};
-  }
-
-  // The Beams' max_lens and six tensors, checked against each other and tokens (n * k,) int64.
-  static BeamState checked_beams(const std::vector<Tensor>& beams, const Tensor& tokens) {
-    TORCH_CHECK(beams.size() == 7, "beams must be max_lens and the six tensors of Beams");
-    BeamState b{beams[0], beams[1], beams[2], beams[3], beams[4], beams[5], beams[6]};
-    TORCH_CHECK(b.live_scores.dim() == 2 && b.live_seqs.dim() == 3,
-                "live_scores must be (n, k), live_seqs (n, k, T)");
-    const int64_t n = b.live_scores.size(0), k = b.live_scores.size(1), total = b.live_seqs.size(2);
-    TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong && tokens.size(0) == n * k && n * k > 0,
-                "tokens must be (n * k,) int64 for n = ", n, " sentences of k = ", k);
-    TORCH_CHECK(b.max_lens.dim() == 1 && b.max_lens.size(0) == n && b.max_lens.scalar_type() == at::kLong,
-                "max_lens must be (n,) int64");
-    for (const Tensor* t : {&b.live_seqs, &b.fin_seqs}) {
-      TORCH_CHECK(t->sizes() == at::IntArrayRef({n, k, total}) && t->scalar_type() == at::kLong,
-                  "live_seqs and fin_seqs must be (n, k, T) int64");
-    }
-    for (const Tensor* t : {&b.live_scores, &b.fin_scores, &b.fin_log_probs}) {
-      TORCH_CHECK(t->sizes() == at::IntArrayRef({n, k}) && t->scalar_type() == at::kFloat,
-                  "live_scores, fin_scores and fin_log_probs must be (n, k) float32");
-    }
-    TORCH_CHECK(b.fin_lens.sizes() == at::IntArrayRef({n, k}) && b.fin_lens.scalar_type() == at::kLong,
-                "fin_lens must be (n, k) int64");
-    for (const Tensor& t : beams) TORCH_CHECK(t.device().is_cpu(), "the beams must be on the CPU");
-    return b;
-  }
-
-  // The tokens (rows,) embedded: embed[ids[token] or token] * scale + position (d,) or (rows, d)
-  // (Transformer._embed: 3.4's scaled embedding plus 3.5's position, no dropout at inference).
-  static Tensor embedded(const Tensor& embed, const std::optional<Tensor>& ids, const Tensor& token, double scale,
-                         const Tensor& position) {
-    return embed.index_select(0, ids ? ids->index_select(0, token) : token).mul_(scale).add_(position);
-  }
-
-  // What a run is given besides its search's state: tokens are columns of the output layer (ids,
-  // if given, the target id of each column), table holds `steps` positions of the embeddings'
-  // width, banned and eos are columns, ids (or the embeddings) name every output column, and the caches
-  // have room for `steps` more positions.
-  void check_run(const Tensor& tokens, const std::optional<Tensor>& ids, const Tensor& embed, const Tensor& table,
-                 int64_t steps, const Tensor& banned, int64_t eos, const std::vector<Tensor>& cache_k,
-                 int64_t length) const {
-    layers();  // whole layers and an output layer
-    TORCH_CHECK(cache_k.empty() || length + steps <= cache_k[0].size(cache_k[0].dim() - 2),
-                "KV cache holds ", cache_k.empty() ? 0 : cache_k[0].size(cache_k[0].dim() - 2),
-                " positions; ", steps, " steps after ", length, " do not fit");  // nothing written yet
-    check_float(embed, 2, "embed (vocab, d_model)");
-    check_float(table, 2, "table (steps, d_model)");
-    TORCH_CHECK(steps >= 1 && table.size(0) >= steps && table.size(1) == embed.size(1),
-                "table must hold the ", steps, " steps' positions, each of the embeddings' width");
-    TORCH_CHECK(!ids || (ids->dim() == 1 && ids->scalar_type() == at::kLong && ids->numel() > 0 &&
-                         ids->min().item<int64_t>() >= 0 && ids->max().item<int64_t>() < embed.size(0)),
-                "ids must be 1-d int64 target ids of the embeddings");
-    const int64_t columns = ids ? ids->size(0) : embed.size(0), outputs = linears.back().outputs;
-    TORCH_CHECK(columns == outputs, "the output layer has ", outputs, " columns, and ", ids ? "ids" : "embed",
-                " names ", columns);
-    TORCH_CHECK(tokens.min().item<int64_t>() >= 0 && tokens.max().item<int64_t>() < columns,
-                "tokens must be columns of the output layer, and ids target ids of the embeddings");
-    TORCH_CHECK(banned.dim() == 1 && banned.scalar_type() == at::kLong &&
-                    (banned.numel() == 0 ||
-                     (banned.min().item<int64_t>() >= 0 && banned.max().item<int64_t>() < columns)) &&
-                    eos >= 0 && eos < columns,
-                "banned and eos must be columns of the output layer");
+    return {rows_of, last, done, at::scalar_tensor(j, tokens.options())};
   }
 };
 
-TORCH_LIBRARY(aiayn, m) {
+TORCH_LIBRARY(aiayn, m) {  // a class before the methods that take it
+  m.class_<Caches>("Caches")
+      .def(torch::init<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>,
+                       std::optional<Tensor>, int64_t, int64_t>());
+  m.class_<Target>("Target").def(torch::init<Tensor, double, Tensor, std::optional<Tensor>>());
+  m.class_<SearchRules>("SearchRules")
+      .def(torch::init<int64_t, Tensor, std::string, double>())
+      .def_readonly("eos", &SearchRules::eos)
+      .def_readonly("banned", &SearchRules::banned)
+      .def_readonly("style", &SearchRules::style)
+      .def_readonly("alpha", &SearchRules::alpha);
+  m.class_<BeamState>("BeamState")
+      .def(torch::init<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>())
+      .def_readwrite("max_lens", &BeamState::max_lens)
+      .def_readwrite("live_seqs", &BeamState::live_seqs)
+      .def_readwrite("live_scores", &BeamState::live_scores)
+      .def_readwrite("fin_seqs", &BeamState::fin_seqs)
+      .def_readwrite("fin_scores", &BeamState::fin_scores)
+      .def_readwrite("fin_log_probs", &BeamState::fin_log_probs)
+      .def_readwrite("fin_lens", &BeamState::fin_lens);
   m.class_<NativeDecoder>("NativeDecoder")
       .def(torch::init<int64_t, int64_t, int64_t, bool, std::string, double>())
       .def("add_float", &NativeDecoder::add_float)
@@ -565,9 +573,11 @@ TORCH_LIBRARY(aiayn, m) {
       .def("without_output", &NativeDecoder::without_output)
       .def("step", &NativeDecoder::step)
       .def("extend", &NativeDecoder::extend)
-      .def("propose", &NativeDecoder::propose)
-      .def("greedy", &NativeDecoder::greedy)
-      .def("beam", &NativeDecoder::beam);
+      .def("propose", &NativeDecoder::propose);
+  m.class_<Search>("Search")
+      .def(torch::init<c10::intrusive_ptr<NativeDecoder>, c10::intrusive_ptr<SearchRules>, c10::intrusive_ptr<Target>>())
+      .def("greedy", &Search::greedy)
+      .def("beam", &Search::beam);
   m.def("row_log_normalizers(Tensor logits) -> Tensor", &row_log_normalizers);
   m.def("beam_top(Tensor scores, Tensor offsets, int c) -> (Tensor, Tensor)", &beam_top);
   m.def("pack_panels(Tensor weight) -> Tensor", &pack_panels);

@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aiayn.config import DecodeConfig, ModelConfig
-from aiayn.decode.stepper import max_lengths
+from aiayn.decode.generate import max_lengths
 from aiayn.errors import AiaynError
 from aiayn.serve.schemas import MAX_TEXT_CHARS, MAX_TEXTS, too_long, too_many_texts
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from aiayn.apps.variations.rows import select_rows
 from aiayn.apps.variations.run import Budget, finished, reference_config, train_row
 from aiayn.apps.variations.table import COLUMNS
+from aiayn.apps.variations.variants import select_rows
 from aiayn.cli import main
 from aiayn.errors import AiaynError
 from toy_translation import toy_pairs, write_parallel

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from aiayn.apps.variations.rows import PaperRow, row_config, select_rows, settings
+from aiayn.apps.variations.variants import PaperRow, row_config, select_rows, settings
 from aiayn.config import ModelConfig, RunConfig
 from aiayn.configs import QUICKSTART
 from aiayn.data.datadir import DataDir

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from aiayn.apps.variations.rows import PAPER_ROWS, PAPER_VOCAB, row_config, select_rows, settings
 from aiayn.apps.variations.run import reference_config
+from aiayn.apps.variations.variants import PAPER_ROWS, PAPER_VOCAB, row_config, select_rows, settings
 from aiayn.errors import AiaynError
 from aiayn.model import Transformer
 

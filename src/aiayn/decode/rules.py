@@ -1,11 +1,15 @@
-"""What every search strategy shares (section 6.1): the `Stepper` it drives, the `Hypothesis` it
-returns and its ranking score (the length penalty), and the `SearchRules` every step obeys whatever
-chooses the tokens: never a banned id (pad, bos), EOS forced at a sentence's length cap, a
-sentence's prefix forced first, and a stop hook asked before every step (or run of steps).
+"""What every search strategy obeys and returns (section 6.1): the `Stepper` it drives, the
+`Hypothesis` it returns and its ranking score (the length penalty), and the `SearchRules` every step
+obeys whatever chooses the tokens: never a banned id (pad, bos), EOS forced at a sentence's length
+cap, a sentence's prefix forced first, and a stop hook asked before every step (or run of steps).
 
-The strategies plug into two loops: the beam loop (aiayn.decode.beam: beam search, and the
-constrained beams of aiayn.decode.constrained as its policy) and the row loop (aiayn.decode.rows:
-greedy search, and sampling's token chooser of aiayn.decode.sampling).
+The masking rules are written here once for Python (`SearchRules.mask`: the loops' single steps and
+speculative decoding's check) and once in C++ (aiayn/runtime/native_rules.h: the native runs), which
+take them as one object made once per search (`SearchRules.native`).
+
+The strategies (aiayn.decode.strategies) plug into two loops: the beam loop (aiayn.decode.beam: beam
+search, and the constrained beams of aiayn.decode.constrained as its policy) and the greedy loop
+(aiayn.decode.greedy: greedy search, and sampling's token chooser of aiayn.decode.sampling).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import LENGTH_PENALTY_STYLES, DecodeConfig
+from aiayn.runtime.native_step import native_rules
 
 STYLES = LENGTH_PENALTY_STYLES
 STOP_EVERY = 8  # with a stop hook, the most steps one native call takes before it is asked again
@@ -33,8 +38,8 @@ class Stepper(Protocol):
     """What a search needs of a model: one decoding step and control of the cached rows. A stepper
     may also give a step's logits and their log-normalisers (`logits_and_normalizers(tokens)`, as
     `TransformerStepper`): beam search then never writes the log-probabilities out; and greedy
-    search's steps, or beam search's, for a run of steps in one native call (`greedy_steps(...)`,
-    `beam_steps(...)`, as `TransformerStepper`), which the row and beam loops then take in runs."""
+    search's steps, or beam search's, in runs of one native call each (`runs(rules)`, as
+    `TransformerStepper`): `aiayn.decode.stepper.backend_of` decides which, once a search."""
 
     def step(self, tokens: Tensor) -> Tensor:
         """tokens (rows,) -> next-token log-probabilities (rows, vocab), float32."""
@@ -120,9 +125,17 @@ class SearchRules:
     device: torch.device | str = "cpu"
     should_stop: StopHook | None = None
     banned_ids: Tensor = field(init=False)  # (b,) `banned` on the device
+    _native: torch.ScriptObject | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.banned_ids = torch.tensor(sorted(self.banned), dtype=torch.long, device=self.device)
+
+    @property
+    def native(self) -> torch.ScriptObject:
+        """These rules as the native runs read them (aiayn/runtime/native_rules.h), made once."""
+        if self._native is None:
+            self._native = native_rules(self.eos_id, self.banned_ids, self.style, self.alpha)
+        return self._native
 
     def room(self, max_lens: Tensor) -> Tensor:
         """max_lens (n,) on the CPU, raised to hold each sentence's prefix."""
@@ -134,7 +147,7 @@ class SearchRules:
 
     def run_length(self, taken: int, total: int) -> int:
         """How many of the `total - taken` steps left one native call may take (a stepper's
-        `greedy_steps`, `beam_steps`): all, or STOP_EVERY where a stop hook waits to be asked."""
+        `NativeSearch.greedy`, `.beam`): all, or STOP_EVERY where a stop hook waits to be asked."""
         return total - taken if self.should_stop is None else min(STOP_EVERY, total - taken)
 
     def check_stop(self, step: int) -> None:
@@ -143,14 +156,16 @@ class SearchRules:
         if self.should_stop is not None and self.should_stop():
             raise SearchStopped(f"stopped before step {step}")
 
-    def mask(self, logp: Tensor, step: int, max_lens: Tensor, ids: Tensor) -> Tensor:
+    def mask(self, logp: Tensor, step: int | Tensor, max_lens: Tensor, ids: Tensor | None = None) -> Tensor:
         """logp (n, rows_per, vocab) of the live sentences `ids` (n,) (CPU), masked in place: never
-        a banned id; EOS alone where step > max_lens (n,) (CPU); the prefix's token while in it."""
+        a banned id; EOS alone where the step is past max_lens (n,) (CPU); the prefix's token while in
+        it. `step` (from 1) is every row's, or a tensor (n, rows_per) on the CPU of each row's own
+        (speculative decoding's check: each position predicts its own step; no prefixes there)."""
         logp[..., self.banned_ids] = -math.inf
-        force = step > max_lens  # (n,) on the CPU: no device sync
-        if bool(force.any()):
-            eos_lp = logp[..., self.eos_id].clone()
-            rows = force.nonzero()[:, 0].to(logp.device)
-            logp[rows] = -math.inf
-            logp[rows, :, self.eos_id] = eos_lp[rows]
+        force = step > (max_lens if isinstance(step, int) else max_lens[:, None])  # (n,) | (n, rows_per)
+        if bool(force.any()):  # on the CPU: no device sync
+            at = tuple(i.to(logp.device) for i in force.nonzero(as_tuple=True))
+            eos_lp = logp[(*at, ..., self.eos_id)].clone()
+            logp[at] = -math.inf
+            logp[(*at, ..., self.eos_id)] = eos_lp
         return logp if self.prefixes is None else self.prefixes.force(logp, step, ids)
