@@ -129,9 +129,8 @@ class Draft:
         check_same_vocabulary(
             draft_dir, teacher_dir, model, teacher, load_tokenizer(draft_dir, info), tokenizer
         )
-        # Proposals need not be exact (the teacher checks them): int8 on the CPU, where three
-        # proposals of the student cost 0.84 ms against 1.78 ms in float32 (session 23); since the
-        # panel products (session 25) the two cost about the same (1.06 / 1.01 ms for four).
+        # Proposals need not be exact (the teacher checks them): int8 on the CPU, where a student's
+        # proposals cost about what float32's do since the panel products (docs/performance.md).
         prepare_for_inference(
             model, int8 or model.output_weight.device.type == "cpu", f"draft model {draft_dir}"
         )

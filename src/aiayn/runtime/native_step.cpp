@@ -4,7 +4,7 @@
 //
 // The Python decoder step runs about 30 small ATen operations per layer, each paying 10-20 us of
 // Python on top of its kernel; at the sizes translation uses on a CPU that overhead is as large as
-// the matrix products (BENCHMARKS.md, "Session 15"). Here the layers run from C++: the products by
+// the matrix products (docs/performance.md, "The native decoding step"). Here the layers run from C++: the products by
 // the kernel Python chose for the row count (MKL's sgemm through at::linear, oneDNN with a weight
 // packed once, ReLU fused there, the panels of native_panels.h for a few rows, or FBGEMM's int8
 // products), Eq. 1 written out for each row and head (native_attention.h), the layer norms by ATen.

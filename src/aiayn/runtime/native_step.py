@@ -2,16 +2,14 @@
 
 A decoding step on the CPU runs about 30 small operations per decoder layer for a few rows; each
 costs 10-20 us of Python besides its kernel, as much again as the matrix products at the tiny
-preset's size (BENCHMARKS.md, "Session 15"). `native_step.cpp` runs the layers from C++, with the
-kernels `pack_for_inference` chose for the products (MKL through `at::linear`, oneDNN on packed
-weights with ReLU fused there, the native panels for a few rows; FBGEMM's int8 products of
-`quantize_int8`); Eq. 1 is written out for each row and head (`native_attention.h`) where the
+preset's size (docs/performance.md, "The native decoding step"). `native_step.cpp` runs the layers
+from C++, with the kernels `pack_for_inference` chose for the products (MKL through `at::linear`,
+oneDNN on packed weights with ReLU fused there, the native panels for a few rows; FBGEMM's int8
+products of `quantize_int8`); Eq. 1 is written out for each row and head (`native_attention.h`) where the
 Python step calls PyTorch's fused kernel. Its logits equal the Python step's up to float32
 summation order (tests/runtime/test_native_step.py). `native_build` builds and loads the library.
-`torch.compile` of the Python step does not replace it: on the tiny model (32 sentences, greedy,
-one thread, a 2-core AMD EPYC VM with AVX2) a compiled step cost 12.09 ms, the Python step 12.11 and
-this one 9.32, after 371 s of compiling for the shapes a search meets (dynamo cannot trace the
-oneDNN-packed weights, so the compiled model had plain ones).
+`torch.compile` of the Python step does not replace it (measured in docs/performance.md: no faster
+than the Python step after minutes of compiling; dynamo cannot trace the oneDNN-packed weights).
 
 `NativeDecoder.extend` (`decode_positions`) feeds several new positions per row in one call:
 speculative decoding's check (aiayn.decode.ragged, aiayn.decode.speculative).
