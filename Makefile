@@ -8,6 +8,8 @@ DEB_PACKAGES := sword-text-sparv sword-text-kjv sword-text-web \
                 dataset-fashion-mnist \
                 chromium chromium-driver libtcmalloc-minimal4 g++ gettext
 PIP_FLAGS := -q -c constraints.txt
+# pytest-xdist: one worker per core; a test file stays on one worker (its module fixtures built once)
+XDIST := -n auto --dist loadfile
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict  # the theme's notice about its successor off
 
 .PHONY: demo test test-fast bench lint docs docs-venv deb venv web clean
@@ -16,7 +18,7 @@ demo: venv
 	$(VENV)/bin/aiayn quickstart
 
 test: venv docs-venv web
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST)
 	$(MKDOCS) --quiet
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or a missing API
@@ -26,7 +28,7 @@ docs: docs-venv
 
 # The edit-test loop: everything but the end-to-end tests marked slow (`make test` runs those too).
 test-fast: venv
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest $(XDIST) -m "not slow"
 
 bench: venv
 	$(PIP) install $(PIP_FLAGS) -e '.[bench]'

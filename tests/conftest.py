@@ -1,20 +1,25 @@
 """Shared test settings: deterministic, two threads (the CI machine has two cores), the toy data of
-toy_translation.py (the toy translator's model directory, trained once per session, and its
-Translator, loaded once per test module; its multilingual sibling, Spanish into German or English;
+toy_translation.py (the toy translator's model directory, from its stored copy, and its
+Translator, loaded once per test module; its multilingual sibling, Spanish into German or English,
+trained once per run: under pytest-xdist by the first worker that asks, the others reuse it;
 a data directory of its task, and small corpora written on demand), and a child process whose
 files cannot grow past a limit (a full disk, for the tests of atomic writes)."""
 
 import os
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from filelock import FileLock
 
 import aiayn
-from toy_translation import build_toy_model_dir, toy_pairs, unrelated_pairs, write_data_dir, write_parallel
+from toy import stored_toy_model_dir
+from toy_translation import toy_pairs, unrelated_pairs, write_data_dir, write_parallel
 
 torch.set_num_threads(2)
 
@@ -24,10 +29,25 @@ def _seed():
     torch.manual_seed(0)
 
 
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], Path]) -> Path:
+    """build(NAME/model) once per run. Under pytest-xdist each worker has its own temporary directory;
+    NAME goes into the one above them, which the run's workers share: the first to ask builds it
+    (the others wait on the lock) and every later one reuses it. Not to be written into."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return build(tmp_path_factory.mktemp(name) / "model")
+    shared = tmp_path_factory.getbasetemp().parent / name
+    with FileLock(f"{shared}.lock"):
+        if not (shared / "built").is_file():  # absent, or left half-built by a worker that crashed
+            shutil.rmtree(shared, ignore_errors=True)
+            build(shared / "model")
+            (shared / "built").touch()
+    return shared / "model"
+
+
 @pytest.fixture(scope="session")
 def toy_model_dir(tmp_path_factory) -> Path:
-    """config.json + model.safetensors + spm.model of the toy translator."""
-    return build_toy_model_dir(tmp_path_factory.mktemp("toy") / "model")
+    """config.json + model.safetensors + spm.model of the toy translator (a copy of the stored one)."""
+    return stored_toy_model_dir(tmp_path_factory.mktemp("toy") / "model")
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +55,7 @@ def toy_multilingual_model_dir(tmp_path_factory) -> Path:
     """The toy translator of Spanish into German or English, chosen by a >>de<< / >>en<< tag."""
     from toy import build_toy_multilingual_model_dir
 
-    return build_toy_multilingual_model_dir(tmp_path_factory.mktemp("toy-mul") / "model")
+    return built_once(tmp_path_factory, "toy-mul", build_toy_multilingual_model_dir)
 
 
 @pytest.fixture(scope="module")

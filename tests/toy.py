@@ -4,6 +4,8 @@ Spanish->English one), and a d_model=32 Transformer trained on `toy_pairs` for a
 (`build_toy_model_dir`), so that it translates them, stops after a few words and has readable cross
 attention; `build_toy_multilingual_model_dir`: the same Spanish into English or German, chosen by a
 `>>en<<` / `>>de<<` tag at the start of the source, as a tagged recipe prepares it.
+`stored_toy_model_dir`: the toy translator without training it, from its stored copy
+(tests/decode/golden/toy_a: what `build_toy_model_dir` trains, the same weights bit for bit).
 
     toy_pairs(3, seed=1)          # [("el gato come", "the cat eats"), ...]
     build_toy_model_dir(Path("runs/toy/model"))
@@ -20,7 +22,7 @@ import torch.nn.functional as F
 
 from aiayn.config import EOS_ID, PAD_ID, ModelConfig
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.model.io import save_model_dir
+from aiayn.model.io import load_model_dir, save_model_dir
 from aiayn.model.transformer import Transformer
 from aiayn.runtime.linear import route_linears
 
@@ -120,6 +122,18 @@ def build_toy_model_dir(out_dir: Path, steps: int = 400, **model: int) -> Path:
     finally:
         torch.set_num_threads(threads)
     return save_model_dir(model, out_dir, src_lang="es", tgt_lang="en")
+
+
+STORED_TOY = Path(__file__).parent / "decode" / "golden" / "toy_a"  # build_toy_model_dir's output
+
+
+def stored_toy_model_dir(out_dir: Path) -> Path:
+    """The toy translator of `build_toy_model_dir` in a second instead of its training: the stored copy's
+    weights and spm.model, written as today's model directory (config.json with every field and the
+    version). Retrain the copy when the recipe changes (tests/decode/test_golden.py --models)."""
+    model, info = load_model_dir(STORED_TOY)
+    languages = {"src_lang": info["src_lang"], "tgt_lang": info["tgt_lang"]}
+    return save_model_dir(model, out_dir, STORED_TOY / "spm.model", **languages)
 
 
 def tagged_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:

@@ -1,7 +1,7 @@
 """The tests' toy data, all drawn by toy.py's one generator (`sentences`, `word_for_word`):
 
-- `toy_pairs` and `build_toy_model_dir`: the toy translator (the `toy_model_dir` fixture) and the
-  Spanish->English pairs it is trained on; `toy_data_dir` (tests/conftest.py) holds 40 of them.
+- `toy_pairs` and `build_toy_model_dir`: the toy translator (the `toy_model_dir` fixture is its stored
+  copy) and the Spanish->English pairs it is trained on; `toy_data_dir` (tests/conftest.py) holds 40 of them.
 - `unrelated_pairs`: pairs of random English sentences (the `write_corpus` fixture of the prepare
   tests), where only the counts matter.
 - `write_data_dir` and `tiny_config`: the training tests' data directory (a SentencePiece model and
