@@ -9,12 +9,18 @@ failed connection). It exits with status 1 if any request failed.
     batched     --batch-wait-ms 5 --batch-texts 64   (the server's defaults)
     unbatched   --batch-wait-ms 0 --batch-texts 1    (one request per model call)
 
+`--api v1,libre` runs every mode twice, once against /v1/translate and once against the
+LibreTranslate-compatible POST /translate ({q, source, target}, the model's first languages from
+GET /languages), and prints LibreTranslate's requests/s over /v1's: the two share one batcher, so
+the ratio should read 1 within noise.
+
 Without --model it trains the tests' toy model (tests/toy.py, a few seconds)
 in a temporary folder. `--int8` starts every server with `--int8`. `--json PATH` writes
 {"rows": [...], "results": {...}} for benchmarks/run_all.py: requests/s and p50 latency of the
 micro-batched server against the one-at-a-time one.
 
-    python benchmarks/serve_load.py [--model MODEL_DIR] [--clients 32] [--seconds 20] [--int8] [--json F]
+    python benchmarks/serve_load.py [--model MODEL_DIR] [--clients 32] [--seconds 20] [--int8]
+                                    [--api v1,libre] [--json F]
 """
 
 from __future__ import annotations
@@ -80,15 +86,43 @@ def start_server(model_dir: Path, flags: list[str], log_path: Path) -> tuple[sub
     raise SystemExit(f"aiayn serve did not answer within 2 minutes:\n{log_path.read_text()}")
 
 
+class V1:
+    """One sentence a request to /v1/translate."""
+
+    path = "/v1/translate"
+
+    def body(self, text: str | list[str]) -> dict:
+        return {"text": text}
+
+    def answered(self, response: httpx.Response) -> bool:
+        return len(response.json()["translations"]) == 1
+
+
+class Libre:
+    """One sentence a request to LibreTranslate's POST /translate, in the model's languages."""
+
+    path = "/translate"
+
+    def __init__(self, url: str):
+        first = httpx.get(f"{url}/languages", timeout=10).json()[0]
+        self.source, self.target = first["code"], (first["targets"] or [first["code"]])[0]
+
+    def body(self, text: str | list[str]) -> dict:
+        return {"q": text, "source": self.source, "target": self.target}
+
+    def answered(self, response: httpx.Response) -> bool:
+        return isinstance(response.json()["translatedText"], str)
+
+
 async def _client(
-    http: httpx.AsyncClient, url: str, texts: list[str], stop: float, seed: int, out: dict
+    http: httpx.AsyncClient, url: str, api: V1 | Libre, texts: list[str], stop: float, seed: int, out: dict
 ) -> None:
     rng = random.Random(seed)
     while time.perf_counter() < stop:
         start = time.perf_counter()
         try:
-            response = await http.post(f"{url}/v1/translate", json={"text": rng.choice(texts)})
-            ok = response.status_code == 200 and len(response.json()["translations"]) == 1
+            response = await http.post(f"{url}{api.path}", json=api.body(rng.choice(texts)))
+            ok = response.status_code == 200 and api.answered(response)
         except (httpx.HTTPError, ValueError, KeyError):
             ok = False
         if ok:
@@ -97,15 +131,15 @@ async def _client(
             out["errors"] += 1
 
 
-async def load(url: str, texts: list[str], clients: int, seconds: float) -> dict:
+async def load(url: str, api: V1 | Libre, texts: list[str], clients: int, seconds: float) -> dict:
     """`clients` closed-loop clients for `seconds`: requests/s, p50/p99 latency (ms), errors."""
     out: dict = {"latencies": [], "errors": 0}
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(limits=limits, timeout=120) as http:
-        await http.post(f"{url}/v1/translate", json={"text": texts})  # warm-up
+        await http.post(f"{url}{api.path}", json=api.body(texts))  # warm-up
         begin = time.perf_counter()
         stop = begin + seconds
-        await asyncio.gather(*(_client(http, url, texts, stop, seed, out) for seed in range(clients)))
+        await asyncio.gather(*(_client(http, url, api, texts, stop, seed, out) for seed in range(clients)))
         elapsed = time.perf_counter() - begin
     lat = sorted(out["latencies"])
     return {
@@ -134,16 +168,22 @@ def run_modes(
     seconds: float,
     tmp: Path,
     extra_flags: list[str] | None = None,
+    apis: tuple[str, ...] = ("v1",),
 ) -> dict:
+    """Each mode's figures under its name; with more than /v1, under "mode api" (one server a mode,
+    the APIs loaded one after the other)."""
     results = {}
     for mode in modes:
         proc, url = start_server(model_dir, MODES[mode] + (extra_flags or []), tmp / f"{mode}.log")
         try:
-            results[mode] = asyncio.run(load(url, texts, clients, seconds))
+            for name in apis:
+                api = Libre(url) if name == "libre" else V1()
+                key = mode if apis == ("v1",) else f"{mode} {name}"
+                results[key] = asyncio.run(load(url, api, texts, clients, seconds))
+                print(f"{key}: {results[key]}", file=sys.stderr)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-        print(f"{mode}: {results[mode]}", file=sys.stderr)
     return results
 
 
@@ -182,23 +222,31 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--modes", default="batched,unbatched", help=f"comma-separated: {', '.join(MODES)}")
     parser.add_argument("--int8", action="store_true", help="serve with --int8 (int8 linear layers)")
+    parser.add_argument("--api", default="v1", help="comma-separated: v1 (/v1/translate), libre (/translate)")
     parser.add_argument("--json", type=Path, help="also write the rows and results here (for run_all.py)")
     args = parser.parse_args()
-    modes = args.modes.split(",")
+    modes, apis = args.modes.split(","), tuple(args.api.split(","))
     if not 0 < args.seconds <= MAX_SECONDS or args.clients < 1 or not set(modes) <= set(MODES):
         parser.error(f"need 0 < --seconds <= {MAX_SECONDS}, --clients >= 1, --modes from {', '.join(MODES)}")
+    if not set(apis) <= {"v1", "libre"}:
+        parser.error("--api takes v1, libre or both (comma-separated)")
     with tempfile.TemporaryDirectory() as tmp:
         model_dir, texts = (args.model, None) if args.model else _toy_model(Path(tmp))
         if args.texts:
             texts = [line for line in args.texts.read_text().splitlines() if line.strip()]
         texts = texts or ["El perro come.", "La casa es grande.", "Buenos días."]
         extra = ["--int8"] if args.int8 else []
-        results = run_modes(model_dir, texts, modes, args.clients, args.seconds, Path(tmp), extra)
+        results = run_modes(model_dir, texts, modes, args.clients, args.seconds, Path(tmp), extra, apis)
     print(
         f"\n{args.clients} clients x {args.seconds:g} s against 127.0.0.1, model {args.model or 'tiny toy'}"
         f"{', int8' if args.int8 else ''}\n"
     )
     report(results)
+    for mode in modes:
+        if {f"{mode} v1", f"{mode} libre"} <= results.keys():
+            v1, libre = results[f"{mode} v1"]["requests_per_s"], results[f"{mode} libre"]["requests_per_s"]
+            ratio = libre / v1
+            print(f"{mode}: LibreTranslate /translate {libre} requests/s, /v1/translate {v1}: {ratio:.2f}x")
     if args.json:
         data = {"rows": rows(results, args.clients, args.int8), "results": results}
         args.json.write_text(json.dumps(data, indent=2) + "\n")

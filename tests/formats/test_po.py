@@ -14,6 +14,7 @@ import polib
 import pytest
 from word_models import Copier, Reverser
 
+from aiayn.errors import AiaynError
 from aiayn.formats.po import PoError, translate_po
 
 CATALOGUE = Path("/usr/share/locale/de/LC_MESSAGES/coreutils.mo")
@@ -27,12 +28,14 @@ needs_gettext = pytest.mark.skipif(
 )
 
 
-def half_translated(tmp_path: Path, limit: int | None = None) -> Path:
+def half_translated(tmp_path: Path, limit: int | None = None, language: str | None = None) -> Path:
     """coreutils' German catalogue as a PO file: entries with % marked c-format (the .mo file lost the
-    flag), every other entry's translation removed; `limit`: only the first entries."""
+    flag), every other entry's translation removed; `limit`: only the first entries; `language`: the
+    header's Language instead of de."""
     path = tmp_path / "coreutils.de.po"
     subprocess.run(["msgunfmt", str(CATALOGUE), "-o", str(path)], check=True)
     po = polib.pofile(str(path))
+    po.metadata["Language"] = language or po.metadata.get("Language", "de")
     for k, entry in enumerate([e for e in po if e.msgid]):
         if limit is not None and k >= limit:
             po.remove(entry)
@@ -102,7 +105,7 @@ def test_reordered_unnumbered_placeholders_leave_the_entry_untranslated(tmp_path
 
 @needs_gettext
 def test_the_toy_translator_on_part_of_the_catalogue(translator, tmp_path):
-    path = half_translated(tmp_path, limit=80)
+    path = half_translated(tmp_path, limit=80, language="en")  # the toy translates into English
     filled = translate_po(translator, path.read_bytes(), str(path))
     checked = msgfmt_check(filled.data, tmp_path)
     assert checked.returncode == 0, checked.stderr
@@ -166,3 +169,22 @@ def test_plural_forms_named_placeholders_and_what_is_kept():
 def test_a_broken_po_file_is_one_line(text, message):
     with pytest.raises(PoError, match=message):
         translate_po(Copier(), text, "bad.po")
+
+
+@pytest.mark.parametrize(
+    "language, to, message",
+    [
+        ("fr", None, r"^a\.po: the file's target language is fr; the model translates into de$"),
+        ("de", "en", r"^a\.po: the file's target language is de; --to en$"),
+        ("de_AT", None, None),
+        ("", None, None),
+    ],
+)
+def test_the_catalogue_language_must_be_the_translation_language(language, to, message):
+    data = PLURALS.replace(b'"Plural-Forms', f'"Language: {language}\\n"\n"Plural-Forms'.encode())
+    assert polib.pofile(data.decode()).metadata["Language"] == language
+    if message is None:
+        assert translate_po(Copier(), data, "a.po", target_language=to).translated == 2
+    else:
+        with pytest.raises(AiaynError, match=message):
+            translate_po(Copier(), data, "a.po", target_language=to)

@@ -11,6 +11,7 @@ import pytest
 from lxml import etree
 from word_models import Copier, Reverser
 
+from aiayn.errors import AiaynError
 from aiayn.formats.xliff import SUBSTATE, XliffError, translate_xliff
 
 V12 = "urn:oasis:names:tc:xliff:document:1.2"
@@ -119,3 +120,51 @@ def test_the_toy_translator_keeps_the_tags(translator):
 def test_a_file_aiayn_cannot_read_is_one_line(text, message):
     with pytest.raises(XliffError, match=message):
         translate_xliff(Copier(), text, "a.xlf")
+
+
+SEGMENTED = (
+    f'<xliff version="1.2" xmlns="{V12}">\n'
+    '<file source-language="en" datatype="plaintext" original="a"><body><trans-unit id="s">\n'
+    '<source>open the file. read <g id="1">the</g> directory.</source>\n'
+    '<seg-source><mrk mtype="seg" mid="1">open the file.</mrk> '
+    '<mrk mtype="seg" mid="2">read <g id="1">the</g>\ndirectory.</mrk><x id="2"/></seg-source>\n'
+    "</trans-unit></body></file></xliff>"
+).encode()
+
+
+@pytest.mark.parametrize("model", [Copier, Reverser])
+def test_a_segmented_source_gets_a_target_of_the_same_segments(model):
+    translator = model()
+    filled = translate_xliff(translator, SEGMENTED, "s.xlf")
+    unit = etree.fromstring(filled.data).find(f".//{{{V12}}}trans-unit")
+    seg_source, target = unit.find(f"{{{V12}}}seg-source"), unit.find(f"{{{V12}}}target")
+    assert unit.index(target) == unit.index(seg_source) + 1
+    assert inline(target) == inline(seg_source)  # the same <mrk mid>s, <g> and <x/>
+    assert translator.calls == [["open the file.", "read the directory."]]  # each segment alone
+    for mark in seg_source.iter(f"{{{V12}}}mrk"):
+        made = target.find(f"{{{V12}}}mrk[@mid='{mark.get('mid')}']")
+        words = "".join(mark.itertext()).split()
+        assert "".join(made.itertext()).split() == [words[i].upper() for i in translator.order(len(words))]
+    assert target[0].tail == " " and etree.QName(target[-1]).localname == "x"
+
+
+@pytest.mark.parametrize(
+    "declared, to, message",
+    [
+        ('source-language="es"', None, "source language is es; the model translates from en"),
+        ('target-language="fr"', None, "target language is fr; the model translates into de"),
+        ('target-language="de"', "fr", "target language is de; --to fr"),
+        ('target-language="de-AT"', None, None),
+    ],
+)
+def test_the_file_languages_must_be_the_translation_languages(declared, to, message):
+    declared = declared if "source" in declared else f'source-language="en-US" {declared}'
+    data = document("1.2").replace(b'source-language="en"', declared.encode())
+    if message is None:
+        assert translate_xliff(Copier(), data, "a.xlf", target_language=to).translated == len(MESSAGES)
+    else:
+        with pytest.raises(AiaynError, match=rf"^a\.xlf: the file's {message}$"):
+            translate_xliff(Copier(), data, "a.xlf", target_language=to)
+    version_2 = document("2.0").replace(b'srcLang="en"', b'srcLang="en" trgLang="fr"')
+    with pytest.raises(AiaynError, match=r"target language is fr; the model translates into de$"):
+        translate_xliff(Copier(), version_2, "a.xlf")

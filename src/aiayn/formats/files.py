@@ -4,6 +4,7 @@ or what it held before), and what was done, in one line."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,27 @@ class Filled:
         kept = f", {self.kept} already translated and kept" if self.kept else ""
         refused = f", {len(self.refused)} left untranslated" if self.refused else ""
         return f"{name}: {self.translated} translated{kept}{refused}"
+
+
+def primary(code: str) -> str:
+    """A language code's primary subtag, lower-cased: "pt_BR", "pt-BR", "PT" -> "pt"."""
+    return re.split(r"[-_.@]", code.strip(), maxsplit=1)[0].lower()
+
+
+def check_languages(
+    info: dict[str, Any], name: str, source: str | None, target: str | None, chosen: str | None
+) -> None:
+    """One line when a file declares another language pair than the translation's: its `source`
+    language against the model's src_lang, its `target` language against `chosen` (--to) or the
+    model's tgt_lang. Compared by primary subtag ("de-AT" is German); an empty or absent
+    declaration, or a model that names no language, passes."""
+    own = info.get("src_lang")
+    if source and own and primary(source) != primary(own):
+        raise AiaynError(f"{name}: the file's source language is {source}; the model translates from {own}")
+    into = chosen or (None if info.get("target_languages") else info.get("tgt_lang"))
+    if target and into and primary(target) != primary(into):
+        how = "--to" if chosen else "the model translates into"
+        raise AiaynError(f"{name}: the file's target language is {target}; {how} {into}")
 
 
 def read_text(data: bytes, name: str) -> str:

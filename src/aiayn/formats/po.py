@@ -15,6 +15,10 @@ order: a translation that reorders them is not written, the entry stays untransl
 says so (`po.po:42: the translation reorders %s and %d; left untranslated`). Entries flagged
 `no-c-format` / `no-python-format` / `no-python-brace-format` keep those characters as text.
 
+The header's `Language` must be the language translated into (--to, or the model's tgt_lang;
+compared by primary subtag, aiayn.formats.files.check_languages): a German catalogue given to an
+English model is one line, before anything is written. A template (an empty `Language`) passes.
+
 Syntax: every line that is not a comment must be a keyword with a quoted string or a quoted
 continuation; anything else is one error naming the file and line (polib alone reads some broken
 lines as empty strings).
@@ -27,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiayn.config import DecodeConfig
 from aiayn.errors import AiaynError
-from aiayn.formats.files import Filled
+from aiayn.formats.files import Filled, check_languages
 from aiayn.formats.inline import Atom, Node, Span, has_words
 from aiayn.formats.segments import translate_segments
 
@@ -124,6 +128,8 @@ def translate_po(
 ) -> Filled:
     """The PO file `data` (`name` for messages) with its untranslated entries filled."""
     po, charset = _read(data, name)
+    language = po.metadata.get("Language")
+    check_languages(translator.info, name, None, language, controls.get("target_language"))
     entries = [e for e in po if _todo(e)]
     kept = sum(1 for e in po if e.msgid and not e.obsolete and not _todo(e))
     trees = []

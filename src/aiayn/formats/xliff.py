@@ -8,7 +8,13 @@ Read with lxml (no DTD, no external entities, no network). XLIFF 1.2 (and 1.0, 1
 state before `reviewed`, and the subState, whose prefix names its authority, says a machine made
 it); the file gets `trgLang` from the model when it has none (2.0 requires it once a target
 exists). Targets already holding text or tags, and units (or their groups and files) marked
-`translate="no"`, are left as they were.
+`translate="no"`, are left as they were. A 1.2 unit with a `<seg-source>` (its source split into
+`<mrk mtype="seg">` segments) gets a target that mirrors it: each segment translated on its own
+into a `<mrk>` of the same `mid`, what lies between the segments copied.
+
+The file's languages (1.2's `source-language`/`target-language` on each `<file>`, 2.0's
+`srcLang`/`trgLang`) must be the model's (aiayn.formats.files.check_languages): a file of another
+language pair is one line, before anything is written.
 
 Inline tags go back around the words they wrapped through the model's word alignments
 (aiayn.formats.inline): the paired `<g>` and `<mrk>` (1.2), `<pc>` and `<mrk>` (2.0) are spans; the
@@ -25,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiayn.config import DecodeConfig
 from aiayn.errors import AiaynError
-from aiayn.formats.files import Filled
+from aiayn.formats.files import Filled, check_languages
 from aiayn.formats.inline import Atom, Node, Span, has_words
 from aiayn.formats.segments import translate_segments
 
@@ -161,6 +167,43 @@ def _set_target(holder, source, target, version: int) -> Any:
     return target
 
 
+def _segments(holder, source, version: int) -> tuple[Any, list]:
+    """The element a new target mirrors and the parts of it translated: a 1.2 unit's `<seg-source>`
+    and its `<mrk mtype="seg">` segments where it has them, else the source whole."""
+    seg_source = next((e for e in holder if _local(e) == "seg-source"), None) if version == 1 else None
+    found = [] if seg_source is None else list(seg_source)
+    marks = [e for e in found if _local(e) == "mrk" and e.get("mtype") == "seg"]
+    return (seg_source, marks) if marks else (source, [source])
+
+
+def _mirror(target, model, parts: list, translated: list[Span]) -> None:
+    """`target` filled as `model` (a seg-source) is: each segment's translation in a copy of its
+    `<mrk>`, everything else (text between segments, other elements) copied."""
+    from lxml import etree
+
+    _add_text(target, model.text or "")
+    for child in model:
+        if child in parts:
+            made = etree.SubElement(target, child.tag, dict(child.attrib))
+            _write(made, translated[parts.index(child)].children)
+        else:
+            made = copy.deepcopy(child)
+            target.append(made)
+        made.tail = child.tail
+
+
+def _languages(root, version: int, name: str, controls: dict) -> None:
+    """The file's declared languages against the model's (one line for another pair)."""
+    ns = root.nsmap.get(None)
+    if version == 2:
+        found = [(root.get("srcLang"), root.get("trgLang"))]
+    else:
+        files = root.iter(f"{{{ns}}}file" if ns else "file")
+        found = [(f.get("source-language"), f.get("target-language")) for f in files]
+    for source, target in found:
+        check_languages(controls["info"], name, source, target, controls.get("target_language"))
+
+
 def translate_xliff(
     translator: Translator, data: bytes, name: str, options: DecodeConfig | None = None, **controls: Any
 ) -> Filled:
@@ -170,16 +213,27 @@ def translate_xliff(
     tree = _parse(data, name)
     root = tree.getroot()
     version = _version(root, name)
+    _languages(root, version, name, {**controls, "info": translator.info})
     todo, kept = _places(root, version)
-    found = [(place, _tree(place[1], PAIRED[version])) for place in todo]
-    todo, trees = [p for p, t in found if has_words(t)], [t for _, t in found if has_words(t)]
-    targets = translate_segments(translator, trees, options, **controls)
-    for (holder, source, target), translated in zip(todo, targets, strict=True):
-        _write(_set_target(holder, source, target, version), translated.children)
-    if version == 2 and todo and not root.get("trgLang"):
+    found = []  # (place, the element the target mirrors, its parts, their trees)
+    for place in todo:
+        model, parts = _segments(place[0], place[1], version)
+        trees = [_tree(part, PAIRED[version]) for part in parts]
+        if any(map(has_words, trees)):
+            found.append((place, model, parts, trees))
+    worded = [t for *_, trees in found for t in trees if has_words(t)]
+    targets = iter(translate_segments(translator, worded, options, **controls))
+    for (holder, source, target), model, parts, trees in found:
+        translated = [next(targets) if has_words(t) else t for t in trees]
+        target = _set_target(holder, source, target, version)
+        if model is source:
+            _write(target, translated[0].children)
+        else:
+            _mirror(target, model, parts, translated)
+    if version == 2 and found and not root.get("trgLang"):
         language = translator.info.get("tgt_lang")
         if not language:
             raise XliffError(f"{name}: no trgLang, and the model names no target language to write there")
         root.set("trgLang", language)
     encoding = tree.docinfo.encoding or "UTF-8"
-    return Filled(etree.tostring(tree, xml_declaration=True, encoding=encoding), len(todo), kept)
+    return Filled(etree.tostring(tree, xml_declaration=True, encoding=encoding), len(found), kept)
