@@ -97,7 +97,8 @@ def test_the_toy_translator_keeps_the_tags(translator):
     from aiayn.decode.texts import translate_texts
 
     messages = ["el perro come agua", "la luna grande duerme"]
-    filled = translate_xliff(translator, document("1.2", messages), "a.xlf")
+    spanish = document("1.2", messages).replace(b'source-language="en"', b'source-language="es"')
+    filled = translate_xliff(translator, spanish, "a.xlf")
     root = etree.fromstring(filled.data)
     found = [u for u in root.iter(f"{{{V12}}}trans-unit") if u.get("id") in ("0", "1")]
     for unit, plain in zip(found, translate_texts(translator, messages), strict=True):
