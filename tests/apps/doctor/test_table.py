@@ -1,6 +1,5 @@
 """`aiayn doctor`'s human table: one line an idea, wrapped under LINE_WIDTH, GPUs and the int8 path."""
 
-import aiayn
 from aiayn.apps.doctor import probes, table
 from aiayn.cli import main
 
@@ -13,8 +12,6 @@ def test_human_report_has_one_line_per_idea(capsys, broken_module):
     for label in labels_wanted + ("optional",):
         assert label in labels
     text = "\n".join(lines)
-    versions = next(line for line in lines if line.startswith("versions"))
-    assert versions.split()[1:3] == ["aiayn", aiayn.__version__]  # which aiayn this is
     assert "aiayn_no_such_module missing (No module named" in text
     assert "aiayn_broken_module broken (RuntimeError: boom at import time)" in text
     assert "not measured" in text
