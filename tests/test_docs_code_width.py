@@ -6,6 +6,8 @@ the same width (docs/hooks.py)."""
 
 from __future__ import annotations
 
+import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,34 @@ def test_the_checker_reads_fenced_lines_only():
 def test_no_code_line_is_wider_than_the_page(path: Path):
     found = [f"{path.relative_to(ROOT)}:{problem}" for problem in too_wide(path.read_text())]
     assert not found, f"code lines over {WIDTH} characters:\n" + "\n".join(found)
+
+
+def command_parsers() -> dict[str, argparse.ArgumentParser]:
+    """`aiayn` and each of its commands by name, from the real parser."""
+    from aiayn.cli import build_parser
+
+    parser = build_parser()
+    return {"aiayn": parser, **parser.get_default("subcommands")}
+
+
+def test_every_command_s_usage_and_help_fit_the_page(monkeypatch):
+    """`aiayn COMMAND --help` as the CLI pages show it (docs/hooks.py: COLUMNS 92, argparse wraps at
+    90): no line wider than the page, usage lines included, which argparse does not wrap inside a
+    group of exclusive options."""
+    monkeypatch.setenv("COLUMNS", "92")
+    wide = [
+        f"aiayn {name}: {len(line)} characters: {line.strip()[:40]}..."
+        for name, parser in command_parsers().items()
+        for line in parser.format_help().splitlines()
+        if len(line) > WIDTH
+    ]
+    assert not wide, "\n".join(wide)
+
+
+def test_prepare_s_written_usage_names_every_option():
+    """`aiayn prepare`'s usage is written by hand (its sources are one group, too wide as argparse
+    writes it): it must still name each of the parser's options."""
+    parser = command_parsers()["prepare"]
+    named = set(re.findall(r"-[\w-]+", parser.format_usage()))
+    missing = [a.option_strings for a in parser._actions if not named & set(a.option_strings)]
+    assert not missing, f"aiayn prepare's usage does not name {missing}"

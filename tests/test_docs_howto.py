@@ -1,4 +1,5 @@
-"""Each how-to guide's first code block (docs/howto/*.md) runs as written, on the tests' toy model.
+"""Each how-to guide's first code block runs as written, on the tests' toy model: docs/howto/*.md and
+the guides of the nav's "How-to guides" that live in docs/ (GUIDES_IN_DOCS).
 
 The guides' paths are the quickstart's: `runs/quickstart/model` and `runs/quickstart/data`. Each
 block runs with bash (-e, pipefail) in a fresh directory where
@@ -9,13 +10,19 @@ block runs with bash (-e, pipefail) in a fresh directory where
 - `aiayn` is the aiayn under test, and this Python's bin/ (torchrun, ct2-transformers-converter,
   python) is on PATH;
 - what would reach the network is a stand-in: `hf download REPO --local-dir DIR` writes the toy
-  translator exported as a Marian (OPUS-MT) directory (`aiayn export-hf`) into DIR.
+  translator exported as a Marian (OPUS-MT) directory (`aiayn export-hf`) into DIR, and the WMT 2014
+  files that wmt14.md reads are the toy data's pairs, laid out and named as WMT's are, beside the
+  shipped recipe `wmt14-en-de.yaml`.
+
+A block that serves (SERVES) runs until the server answers the path given, on a free port instead
+of the default 8000 (`--port` added), is asked for a translation, and is stopped.
 
 Where a block as written would train for an hour or needs 8 GPUs, the test runs a toy-size
 variant: each (old, new) of SIZED replaces text that must be in the block, and nothing else
 changes. fast-student: a d_model-32 student trained for 4 updates instead of configs/student.yaml's
 3,000. many-gpus: 2 CPU processes (gloo) instead of 8 GPUs, and the 6-update 1-layer model of
-`tiny_config` instead of the base model, on the toy data as `data/wmt`. After each block, the
+`tiny_config` instead of the base model, on the toy data as `data/wmt`. wmt14: 1 CPU process and
+that model. training: that model instead of 1,000 updates of the tiny preset. After each block, the
 files the guide says you get must be there (GETS).
 """
 
@@ -25,17 +32,23 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 import aiayn
+from aiayn.configs import config_path
 from toy_translation import tiny_config, write_toy_data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 HOWTO = ROOT / "docs" / "howto"
+GUIDES_IN_DOCS = ("data.md", "training.md", "translating.md", "serving.md", "wmt14.md")
 TOY_MODEL = ROOT / "tests" / "decode" / "golden" / "toy_a"
 FENCE = re.compile(r"^```([a-z]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
@@ -47,7 +60,13 @@ SIZED = {
         ("--nproc_per_node=8", "--nproc_per_node=2"),
         ("--preset base", "--config toy.yaml --device cpu --no-progress"),
     ],
+    "training.md": [("--preset tiny --max-steps 1000", "--config toy.yaml --device cpu --no-progress")],
+    "wmt14.md": [
+        ("--nproc_per_node=8", "--nproc_per_node=1"),
+        ("--preset base", "--config toy.yaml --device cpu --no-progress"),
+    ],
 }
+SERVES = {"serving.md": "/v1/model"}
 GETS = {
     "fast-student.md": [
         "runs/student/data/meta.json",
@@ -58,6 +77,20 @@ GETS = {
     "many-gpus.md": ["runs/base/run.json", "runs/base/model/config.json"],
     "opus-mt.md": ["models/es-en/config.json", "models/es-en/source.spm"],
     "deploy.md": ["hf-es-en/config.json", "hf-es-en/model.safetensors", "ct2-es-en/model.bin"],
+    "data.md": ["data/mine/meta.json", "data/mine/spm.model", "data/mine/train.src.bin"],
+    "training.md": ["runs/mine/model/config.json", "runs/mine/metrics.jsonl", "runs/mine/config.yaml"],
+    "translating.md": ["test.en"],
+    "wmt14.md": ["runs/wmt14-base/model/config.json", "runs/wmt14-base/model/eval/scores.json"],
+    "serving.md": [],
+}
+WMT14_FILES = {  # the toy data's split -> the WMT 2014 files standing in for it (name: pairs)
+    "train": {
+        "training/europarl-v7.de-en": 30,
+        "commoncrawl.de-en": 20,
+        "training/news-commentary-v9.de-en": 10,
+    },
+    "valid": {"newstest2013": 8},
+    "test": {"newstest2014": 8},
 }
 
 HF_STAND_IN = """#!/bin/sh
@@ -68,7 +101,11 @@ cp -r "{marian}" "$4"
 
 
 def guides() -> list[Path]:
-    return sorted(HOWTO.glob("*.md"))
+    return [*sorted(HOWTO.glob("*.md")), *(ROOT / "docs" / name for name in GUIDES_IN_DOCS)]
+
+
+def guide(name: str) -> Path:
+    return next(path for path in guides() if path.name == name)
 
 
 def first_block(path: Path) -> str:
@@ -106,6 +143,7 @@ def workdir(tmp_path: Path, toy: dict[str, Path]) -> dict[str, str]:
     shutil.copytree(toy["data"], tmp_path / "runs" / "quickstart" / "data")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "wmt").symlink_to(tmp_path / "runs" / "quickstart" / "data")
+    lay_out_wmt14(tmp_path, toy["data"])
     shutil.copy(toy["config"], tmp_path / "toy.yaml")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -120,28 +158,91 @@ def workdir(tmp_path: Path, toy: dict[str, Path]) -> dict[str, str]:
     return {**os.environ, "PATH": path, "PYTHONPATH": str(Path(aiayn.__file__).parents[1])}
 
 
-def test_every_guide_is_in_the_nav_and_has_its_checks():
-    nav = (ROOT / "mkdocs.yml").read_text()
-    for path in guides():
-        assert f"howto/{path.name}" in nav, f"{path.name} is not in mkdocs.yml's nav"
-        assert path.name in GETS, f"{path.name}: say in GETS what its first block gives"
-    assert set(SIZED) <= set(GETS)
+def lay_out_wmt14(folder: Path, data: Path) -> None:
+    """The toy data's pairs as WMT 2014's files (`NAME.en`, `NAME.de`) and the shipped recipe."""
+    for split, files in WMT14_FILES.items():
+        sources = (data / "raw" / f"{split}.src").read_text().splitlines()
+        targets = (data / "raw" / f"{split}.tgt").read_text().splitlines()
+        start = 0
+        for name, n in files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / f"{name}.en").write_text("\n".join(sources[start : start + n]) + "\n")
+            (folder / f"{name}.de").write_text("\n".join(targets[start : start + n]) + "\n")
+            start += n
+    shutil.copy(config_path("tiny").parent / "data" / "wmt14-en-de.yaml", folder)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", [p.name for p in guides()])
-def test_the_first_block_runs_as_written(name, toy, tmp_path):
-    block = sized(name, first_block(HOWTO / name))
-    env = workdir(tmp_path, toy)
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_block(block: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     done = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", block],
-        cwd=tmp_path,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         timeout=900,
     )
-    assert done.returncode == 0, f"{name}:\n{block}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, f"{block}\n{done.stderr[-3000:]}"
+    return done
+
+
+def serve_block(block: str, cwd: Path, env: dict[str, str], path: str) -> dict:
+    """Start a block that serves, on a free port; wait until `path` answers; -> the translation of
+    a line; stop the server (its whole process group)."""
+    port = free_port()
+    assert "aiayn serve " in block
+    block = block.replace("aiayn serve ", f"aiayn serve --port {port} ", 1)
+    log = cwd / "serve.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            ["bash", "-e", "-c", block], cwd=cwd, env=env, stdout=out, stderr=out, start_new_session=True
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 300
+        while True:
+            assert server.poll() is None, f"{block}\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"{path} did not answer in 300 s\n{log.read_text()[-3000:]}"
+            try:
+                urllib.request.urlopen(url + path, timeout=5).read()
+                break
+            except OSError:
+                time.sleep(0.5)
+        request = urllib.request.Request(
+            url + "/v1/translate",
+            data=json.dumps({"text": "El gato bebe agua."}).encode(),
+            headers={"content-type": "application/json"},
+        )
+        return json.loads(urllib.request.urlopen(request, timeout=120).read())
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+
+
+def test_every_guide_is_in_the_nav_and_has_its_checks():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for path in guides():
+        page = path.relative_to(ROOT / "docs").as_posix()
+        assert f": {page}\n" in nav, f"{page} is not in mkdocs.yml's nav"
+        assert path.name in GETS, f"{path.name}: say in GETS what its first block gives"
+    assert set(SIZED) <= set(GETS) and set(SERVES) <= set(GETS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [p.name for p in guides()])
+def test_the_first_block_runs_as_written(name, toy, tmp_path):
+    block = sized(name, first_block(guide(name)))
+    env = workdir(tmp_path, toy)
+    if name in SERVES:  # it answers a translation: the toy's words, in English
+        answer = serve_block(block, tmp_path, env, SERVES[name])
+        assert set(answer["translations"][0]["text"].split()) & {"the", "cat", "drinks", "water"}, answer
+        return
+    done = run_block(block, tmp_path, env)
     missing = [f for f in GETS[name] if not (tmp_path / f).is_file()]
     assert not missing, f"{name}: the block ran but did not write {missing}"
     if name == "opus-mt.md":  # the translation it prints: the toy's words, in English

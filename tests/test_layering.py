@@ -80,14 +80,42 @@ def test_the_modules_of_decode_import_one_way():
     assert "stepper" in graph["beam"] & graph["greedy"] and "rules" in graph["stepper"]
 
 
-@pytest.mark.parametrize("package", ["decode", "runtime"])
-def test_the_layout_names_every_module_of_the_search(package):
-    """docs/layout.md describes what the code is: its row of each of the search's packages names
-    every module there (and C++ source)."""
+def layout_row(layout: str, name: str) -> str:
+    """The row of docs/layout.md's table whose first cell names `name` (a package as `model/`)."""
+    rows = [line for line in layout.splitlines() if line.startswith("| `")]
+    found = [row for row in rows if f"`{name}`" in row.split("|")[1]]
+    assert found, f"docs/layout.md has no row for {name}"
+    return found[0]
+
+
+def parts(folder: Path) -> set[str]:
+    """What a package holds, at any depth: its modules, its subpackages and its C++ sources."""
+    found = set()
+    for path in folder.rglob("*"):
+        if "__pycache__" in path.parts or path.name.startswith("__"):
+            continue
+        if path.suffix == ".py":
+            found.add(path.stem)
+        elif path.suffix in (".h", ".cpp") or (path / "__init__.py").is_file():
+            found.add(path.name)
+    return found
+
+
+def packages() -> list[str]:
+    return sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
+
+
+@pytest.mark.parametrize("package", [*packages(), "the foundations"])
+def test_the_layout_names_every_module_of_every_package(package):
+    """docs/layout.md describes what the code is: each package's row names every module, subpackage
+    and C++ source in it; the foundations' row every module of aiayn itself."""
     layout = (PACKAGE.parents[1] / "docs" / "layout.md").read_text(encoding="utf-8")
-    row = next(line for line in layout.splitlines() if line.startswith(f"| `{package}/` |"))
-    named = set(re.findall(r"`([A-Za-z_]+(?:\.h|\.cpp)?)`", row))
-    folder = PACKAGE / package
-    modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
-    modules |= {p.name for p in [*folder.glob("*.h"), *folder.glob("*.cpp")]}
-    assert not modules - named, f"docs/layout.md's {package}/ row does not name {sorted(modules - named)}"
+    if package == "the foundations":
+        row, modules = (
+            layout_row(layout, "errors"),
+            {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"},
+        )
+    else:
+        row, modules = layout_row(layout, f"{package}/"), parts(PACKAGE / package)
+    named = set(re.findall(r"`([A-Za-z_]+(?:\.h|\.cpp)?)/?`", row))
+    assert not modules - named, f"docs/layout.md's row of {package} does not name {sorted(modules - named)}"

@@ -12,6 +12,16 @@ from aiayn.data.recipe import Recipe, load_recipe
 from aiayn.data.sources import Filters, PairFiles, SplitFiles, choose_corpus
 from aiayn.errors import AiaynError
 
+# One source (the mutually exclusive group), written by hand: argparse puts the whole group on one
+# line, wider than a terminal of 90 columns.
+_USAGE = """%(prog)s [-h] --out DATA_DIR
+       [--corpus NAME | --src F --tgt F | --tsv F | --recipe F.yaml |
+        --treebank DIR | --trees-train F [--trees-valid F] [--trees-test F]]
+       [--valid-src F --valid-tgt F | --valid-tsv F]
+       [--test-src F --test-tgt F | --test-tsv F]
+       [--src-lang SRC_LANG] [--tgt-lang TGT_LANG] [--vocab-size VOCAB_SIZE] [--spm F]
+       [--max-len MAX_LEN] [--max-ratio MAX_RATIO] [--train-limit N] [--seed SEED]
+       [--clean] [--workers WORKERS] [--force] [--skip-bad-lines] [--no-progress]"""
 _HELD_OUT = tuple(f"{split}_{kind}" for split in ("valid", "test") for kind in ("src", "tgt", "tsv"))
 
 
@@ -20,6 +30,7 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
         "prepare",
         help="turn a corpus into a data directory (vocabulary, token shards, raw dev/test text)",
         description="Prepare data (section 5.1): a built-in corpus or your own parallel text -> DATA_DIR.",
+        usage=_USAGE,
     )
     source = p.add_mutually_exclusive_group()
     source.add_argument(
