@@ -9,7 +9,7 @@
 - `write_toy_data_dir`: a data directory of the toy task in the toy translator's vocabulary
   (shortlists and distillation are built from one).
 
-The Marian tests draw their own words (tests/marian_helpers.py) with the same `sentences`.
+The Marian tests draw their own words (tests/interop/marian_helpers.py) with the same `sentences`.
 """
 
 from __future__ import annotations
