@@ -3,7 +3,7 @@
 #   env      nvidia-smi and `aiayn doctor`
 #   train    benchmarks/gpu_train.py: bf16 training at the paper's batch size (~25k target tokens),
 #            aiayn vs HF Marian, eager and compiled, MFU, and a profile of where the GPU's time goes
-#   tests    the GPU tests (tests/test_gpu.py: fp16, the compiled trainer, nccl; the trainer's GPU
+#   tests    the GPU tests (tests/scenarios/test_gpu.py: fp16, the compiled trainer, nccl; the trainer's GPU
 #            resume, int8's GPU refusal)
 #   decode   benchmarks/decode.py --device cuda --base: beam 4 and greedy against HF generate,
 #            batches of 32 and 256 sentences
@@ -99,7 +99,7 @@ for name in $PARTS; do
         --query-gpu=name,memory.total,driver_version,clocks.max.sm; "$0" -m aiayn doctor' "$PY" ;;
     train) (cd benchmarks &&
         TAIL=80 part train "${TRAIN_LIMIT:-420}" "$PY" gpu_train.py $TRAIN_ARGS --json "$OUT/gpu_train.json") ;;
-    tests) part tests 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/train/test_loss.py \
+    tests) part tests 240 "$PY" -m pytest -q -p no:cacheprovider tests/scenarios/test_gpu.py tests/train/test_loss.py \
         tests/train/test_chunked_loss.py tests/train/test_trainer.py::test_resume_on_a_gpu \
         tests/runtime/test_quantize.py::test_a_model_on_the_gpu_is_refused ;;
     decode) for n in 32 256; do

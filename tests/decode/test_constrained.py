@@ -8,8 +8,9 @@ import pytest
 import torch
 from scripted import BANNED, BOS, EOS, ScriptedStepper, exhaustive
 
-from aiayn.decode.constrained import Progress, constrained_beam_search
-from aiayn.decode.search import beam_search
+from aiayn.decode.constrained import Progress
+from aiayn.decode.rules import SearchRules
+from aiayn.decode.strategies import beam_search, constrained_beam_search
 
 COMMON = dict(start_id=BOS, eos_id=EOS, banned=BANNED)
 
@@ -24,15 +25,19 @@ def test_without_constraints_it_is_beam_search():
         plain = beam_search(
             ScriptedStepper(5 * k, 12, sharpness=1.0 + seed),
             torch.tensor(max_lens),
+            SearchRules(**COMMON),
             beam_size=k,
             n_best=2,
-            **COMMON,
         )
         mixed = [[], [], [[5, 6]], [], [[7]]]  # sentences 3 and 5 share the batch with constraints
         dba = constrained_beam_search(
-            ScriptedStepper(5 * k, 12, sharpness=1.0 + seed), torch.tensor(max_lens), mixed, beam_size=k,
-            n_best=2, **COMMON,
-        )  # fmt: skip
+            ScriptedStepper(5 * k, 12, sharpness=1.0 + seed),
+            torch.tensor(max_lens),
+            SearchRules(**COMMON),
+            mixed,
+            beam_size=k,
+            n_best=2,
+        )
         for i in (0, 1, 3):
             assert [h.tokens for h in dba[i]] == [h.tokens for h in plain[i]]
             assert [h.score for h in dba[i]] == pytest.approx([h.score for h in plain[i]], abs=1e-6)
@@ -45,7 +50,12 @@ def test_a_wide_beam_finds_the_best_output_that_holds_every_phrase(phrases):
     best = exhaustive(ScriptedStepper(1, vocab), max_len, 0.6, "gnmt")
     wanted = [(s, seq) for s, seq in best if all(contains(seq, p) for p in phrases)][:3]
     hyps = constrained_beam_search(
-        ScriptedStepper(k, vocab), torch.tensor([max_len]), [phrases], beam_size=k, n_best=3, **COMMON
+        ScriptedStepper(k, vocab),
+        torch.tensor([max_len]),
+        SearchRules(**COMMON),
+        [phrases],
+        beam_size=k,
+        n_best=3,
     )[0]
     assert [h.tokens for h in hyps] == [seq for _, seq in wanted]
     assert [h.score for h in hyps] == pytest.approx([s for s, _ in wanted], abs=1e-4)
@@ -62,9 +72,9 @@ def test_every_constraint_appears_in_every_output():
         hyps = constrained_beam_search(
             ScriptedStepper(30 * k, vocab, eos_bias=2.0),
             torch.full((30,), 3),
+            SearchRules(**COMMON),
             constraints,
             beam_size=k,
-            **COMMON,
         )  # EOS is likely and the cap short: the search must make room for the phrases
         for phrases, (h,) in zip(constraints, hyps, strict=True):
             assert all(contains(h.tokens, p) for p in phrases), (phrases, h.tokens)
@@ -85,7 +95,7 @@ def test_progress_is_undone_when_a_phrase_is_left_half_way():
 def test_dealing_keeps_places_for_hypotheses_that_progress():
     # With one beam, plain search takes the best token; DBA still has to reach the phrase in time.
     hyps = constrained_beam_search(
-        ScriptedStepper(2, 12), torch.tensor([2]), [[[11, 10, 9, 8]]], beam_size=2, **COMMON
+        ScriptedStepper(2, 12), torch.tensor([2]), SearchRules(**COMMON), [[[11, 10, 9, 8]]], beam_size=2
     )
     assert contains(hyps[0][0].tokens, [11, 10, 9, 8])
 
@@ -108,6 +118,8 @@ def test_an_output_ends_where_ending_is_among_the_best_choices_not_just_after_it
     # Ending right after the phrase (7 EOS: log P -4.42, score -4.03) outscores the whole sentence
     # with it (e.g. 7 4 5 6 EOS: -6.41, score -4.72), but EOS was never among the search's best
     # choices there: as in plain beam search, the output ends only where ending ranks.
-    hyps = constrained_beam_search(NaturalSentence(2, 8), torch.tensor([10]), [[[7]]], beam_size=2, **COMMON)
+    hyps = constrained_beam_search(
+        NaturalSentence(2, 8), torch.tensor([10]), SearchRules(**COMMON), [[[7]]], beam_size=2
+    )
     tokens = hyps[0][0].tokens
     assert 7 in tokens and [t for t in tokens if t != 7] == [4, 5, 6], tokens

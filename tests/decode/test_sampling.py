@@ -11,9 +11,9 @@ from scipy.stats import chisquare
 from scripted import BANNED, BOS, EOS, ScriptedStepper
 
 from aiayn.config import ConfigError, SamplingConfig
-from aiayn.decode.rules import Prefixes
-from aiayn.decode.sampling import filter_log_probs, gumbel_noise, row_keys, sample_search
-from aiayn.decode.search import greedy_search  # the fields of SearchRules as keywords
+from aiayn.decode.rules import Prefixes, SearchRules
+from aiayn.decode.sampling import filter_log_probs, gumbel_noise, row_keys
+from aiayn.decode.strategies import greedy_search, sample_search
 
 VOCAB, MAX_LEN = 7, 2  # real tokens 1, 4, 5, 6 (0 pad, 2 bos, 3 eos)
 REAL = [t for t in range(VOCAB) if t not in BANNED and t != EOS]
@@ -54,9 +54,13 @@ def exact_outputs(s: SamplingConfig) -> dict[tuple[int, ...], float]:
 def draw(s: SamplingConfig, texts: int, samples: int, text_ids=None, prefixes=None):
     ids = torch.arange(texts) if text_ids is None else torch.tensor(text_ids)
     return sample_search(
-        ScriptedStepper(texts * samples, VOCAB, sharpness=1.0), torch.full((texts,), MAX_LEN),
-        row_keys(s.seed, ids, samples), samples=samples, sampling=s, prefixes=prefixes, **COMMON,
-    )  # fmt: skip
+        ScriptedStepper(texts * samples, VOCAB, sharpness=1.0),
+        torch.full((texts,), MAX_LEN),
+        SearchRules(prefixes=prefixes, **COMMON),
+        row_keys(s.seed, ids, samples),
+        samples=samples,
+        sampling=s,
+    )
 
 
 def counts(hyps, outputs) -> list[int]:
@@ -108,7 +112,9 @@ def test_the_same_seed_and_key_give_the_same_samples_however_texts_are_batched()
 
 def test_top_k_one_is_greedy_and_a_prefix_is_kept():
     s = SamplingConfig(top_k=1, seed=3)
-    greedy = greedy_search(ScriptedStepper(2, VOCAB, sharpness=1.0), torch.full((2,), MAX_LEN), **COMMON)
+    greedy = greedy_search(
+        ScriptedStepper(2, VOCAB, sharpness=1.0), torch.full((2,), MAX_LEN), SearchRules(**COMMON)
+    )
     for hs, g in zip(draw(s, 2, 3), greedy, strict=True):
         assert [h.tokens for h in hs] == [g[0].tokens] * 3
     forced = draw(SamplingConfig(seed=3), 2, 50, prefixes=Prefixes([[6], [5, 5]], EOS, BANNED))

@@ -11,9 +11,9 @@ from torch import Tensor
 
 from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.decode.generate import decode_batch, max_lengths
-from aiayn.decode.rules import length_penalty
-from aiayn.decode.search import beam_search, greedy_search  # the fields of SearchRules as keywords
+from aiayn.decode.rules import SearchRules, length_penalty
 from aiayn.decode.stepper import TransformerStepper
+from aiayn.decode.strategies import beam_search, greedy_search
 from aiayn.model.transformer import Transformer
 
 PAD, BOS, EOS = 0, 2, 3
@@ -58,7 +58,7 @@ class UncachedStepper:
         self.mask = self.mask[index] if self.mask is not None else None
 
 
-def run(stepper_cls, model, src, k, max_len=12, **kw):
+def run(stepper_cls, model, src, k, max_len=12, n_best=1, **rules):
     max_lens = torch.full((src.size(0),), max_len)
     c = model.config
     with torch.inference_mode():
@@ -68,7 +68,11 @@ def run(stepper_cls, model, src, k, max_len=12, **kw):
             else stepper_cls(model, src, k, max_len + 1)
         )
         return beam_search(
-            stepper, max_lens, beam_size=k, start_id=c.start_id, eos_id=c.eos_id, banned=c.banned_ids, **kw
+            stepper,
+            max_lens,
+            SearchRules(start_id=c.start_id, eos_id=c.eos_id, banned=c.banned_ids, **rules),
+            beam_size=k,
+            n_best=n_best,
         )
 
 
@@ -126,14 +130,14 @@ def test_beam_one_equals_greedy_on_the_model():
         greedy = greedy_search(
             TransformerStepper(model, src, 1, 20),
             max_lens,
-            start_id=c.start_id,
-            eos_id=EOS,
-            banned=c.banned_ids,
+            SearchRules(start_id=c.start_id, eos_id=EOS, banned=c.banned_ids),
         )
         beam = beam_search(
-            TransformerStepper(model, src, 1, 20), max_lens, beam_size=1, start_id=c.start_id, eos_id=EOS,
-            banned=c.banned_ids,
-        )  # fmt: skip
+            TransformerStepper(model, src, 1, 20),
+            max_lens,
+            SearchRules(start_id=c.start_id, eos_id=EOS, banned=c.banned_ids),
+            beam_size=1,
+        )
     assert [g[0].tokens for g in greedy] == [b[0].tokens for b in beam]
     assert [g[0].score for g in greedy] == pytest.approx([b[0].score for b in beam], abs=1e-5)
 

@@ -1,6 +1,6 @@
 """tokenizer.json (aiayn.interop.onnx_tokenizer) against SentencePiece and MarianTokenizer themselves.
 
-The trained toy translator's BPE model is checked in test_export_onnx.py; here a unigram model
+The trained toy translator's BPE model is checked in test_onnx_export.py; here a unigram model
 (OPUS-MT's kind) and a Marian directory (its source.spm and a vocab.json of two models' pieces).
 """
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import Tensor
 
-from aiayn.decode.rules import length_penalty
-from aiayn.decode.search import beam_search, greedy_search  # the fields of SearchRules as keywords
+from aiayn.decode.rules import SearchRules, length_penalty
+from aiayn.decode.strategies import beam_search, greedy_search
 from aiayn.errors import AiaynError
 from aiayn.parse.constraint import TreeConstraint, TreeMask, TreeVocab
 from aiayn.parse.trees import delinearise
@@ -59,8 +59,8 @@ def search(n_words: list[int], max_lens: list[int], beam: int, n_best: int = 1, 
     )
     common = dict(start_id=BOS, eos_id=EOS, banned=(PAD, BOS), alpha=alpha)
     if beam == 1:
-        return greedy_search(stepper, lens, **common)
-    return beam_search(stepper, lens, beam_size=beam, n_best=n_best, **common)
+        return greedy_search(stepper, lens, SearchRules(**common))
+    return beam_search(stepper, lens, SearchRules(**common), beam_size=beam, n_best=n_best)
 
 
 def as_tree(tokens: list[int], n: int):

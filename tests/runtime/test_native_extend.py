@@ -12,12 +12,12 @@ import os
 
 import pytest
 import torch
-from test_native_step import VARIANTS, model_of, sources
 
 from aiayn.decode.ragged import RaggedDecoder
 from aiayn.runtime import native_build
 from aiayn.runtime.linear import pack_for_inference
 from aiayn.runtime.native_step import attach_native_decoder, decode_step, native_decoder
+from native_models import VARIANTS, model_of, sources
 
 pytestmark = pytest.mark.skipif(
     native_build._compiler() is None or os.environ.get(native_build.ENV, "").strip() == "0",

@@ -14,7 +14,6 @@ import inspect
 
 import pytest
 import torch
-from test_native_step import model_of, pytestmark, sources  # noqa: F401 (the same skip)
 
 from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.decode.beam import Beams
@@ -26,6 +25,9 @@ from aiayn.model.transformer import Transformer
 from aiayn.runtime import native_build, native_step
 from aiayn.runtime.native_step import attach_native_decoder, native_decoder
 from aiayn.runtime.quantize import quantize_int8
+from native_models import model_of, needs_native, sources
+
+pytestmark = needs_native
 
 MODELS = {
     "paper": dict(),

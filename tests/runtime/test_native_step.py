@@ -14,44 +14,16 @@ import sys
 import pytest
 import torch
 
-from aiayn.config import DecodeConfig, ModelConfig, SamplingConfig
+from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.decode.generate import Controls, decode_batch
 from aiayn.model.transformer import Transformer
-from aiayn.runtime import native_build, native_step
+from aiayn.runtime import native_step
 from aiayn.runtime.linear import PackedLinear, pack_for_inference
 from aiayn.runtime.native_step import attach_native_decoder, native_decoder
 from aiayn.runtime.quantize import quantize_int8
+from native_models import VARIANTS, model_of, needs_native, sources
 
-pytestmark = pytest.mark.skipif(
-    native_build._compiler() is None or os.environ.get(native_build.ENV, "").strip() == "0",
-    reason="no C++ compiler, or AIAYN_NATIVE=0",
-)
-
-VARIANTS = {
-    "paper": dict(),
-    "pre-norm, gelu, d_k != d_v": dict(norm_first=True, activation="gelu", d_k=12, d_v=20),
-    "post-norm with a final norm": dict(final_norm=True),
-    "pre-norm without one": dict(norm_first=True, final_norm=False),
-    "swish, own output matrix and bias": dict(
-        activation="swish", tie_embeddings="none", final_logits_bias=True
-    ),
-}
-
-
-def model_of(**overrides) -> Transformer:
-    config = ModelConfig(vocab_size=96, d_model=48, d_ff=80, n_heads=4, n_layers=2, **overrides)
-    model = Transformer(config).eval()
-    with torch.no_grad():  # biases and norms away from their initial 0 and 1, so they are tested
-        for name, p in model.named_parameters():
-            if "bias" in name or "norm" in name:
-                p.add_(torch.randn_like(p) * 0.3)
-    return model
-
-
-def sources(n: int, pad_id: int) -> torch.Tensor:
-    src = torch.randint(4, 90, (n, 9))
-    src[-1, 5:] = pad_id  # padding: the cross-attention mask
-    return src
+pytestmark = needs_native
 
 
 def step_logits(model: Transformer, src: torch.Tensor, prefix: torch.Tensor, beam: int) -> list[torch.Tensor]:

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from aiayn.config import SamplingConfig
 from aiayn.decode.document import split_document
+from aiayn.decode.texts import translate_document, translate_texts
 from aiayn.serve import ServeSettings, create_app
 from aiayn.serve.schemas import Sample
 
@@ -31,12 +32,12 @@ def _translations(client, body) -> list[dict]:
 
 def test_prefix_and_constraints_per_text(client, translator):
     prefix, constraints = ["a green", None, "a"], [None, ["moon", "big"], None]
-    expected = translator.translate(TEXTS, beam_size=4, prefix=prefix, constraints=constraints)
+    expected = translate_texts(translator, TEXTS, beam_size=4, prefix=prefix, constraints=constraints)
     got = _translations(client, {"text": TEXTS, "prefix": prefix, "constraints": constraints})
     assert [t["text"] for t in got] == expected
     assert got[0]["text"].startswith("a green") and "moon" in got[1]["text"] and "big" in got[1]["text"]
     (one,) = _translations(client, {"text": TEXTS[1], "constraints": ["moon"]})
-    assert one["text"] == translator.translate([TEXTS[1]], constraints=[["moon"]])[0]
+    assert one["text"] == translate_texts(translator, [TEXTS[1]], constraints=[["moon"]])[0]
 
 
 def test_samples_do_not_depend_on_batching(client, translator):
@@ -44,7 +45,7 @@ def test_samples_do_not_depend_on_batching(client, translator):
     sample = {"temperature": 1.5, "top_k": 5, "top_p": 0.9, "seed": 3}
     body = {"text": TEXTS, "sample": sample, "n_best": 3, "beam_size": 3}
     config = SamplingConfig(**sample)
-    expected = translator.translate(TEXTS, n_best=3, beam_size=3, sample=config, return_scores=True)
+    expected = translator.translate_batch(TEXTS, n_best=3, beam_size=3, sample=config)
     with ThreadPoolExecutor(4) as pool:  # concurrent: the batcher merges them into shared calls
         answers = list(pool.map(lambda _: _translations(client, body), range(4)))
     for got in answers:
@@ -61,7 +62,7 @@ def test_sample_schema_checks_what_sampling_config_checks():
 
 
 def test_align_returns_the_translators_pairs(client, translator):
-    expected = translator.translate(TEXTS, align=True, return_scores=True)
+    expected = translator.translate_batch(TEXTS, align=True)
     got = _translations(client, {"text": TEXTS, "align": True})
     assert [[tuple(p) for p in t["alignment"]] for t in got] == [e[0].alignment for e in expected]
     assert _translations(client, {"text": TEXTS[0]})[0]["alignment"] is None
@@ -87,7 +88,7 @@ def test_a_bad_constraint_fails_its_own_request_only(client, translator):
     """An empty constraint is found in the model thread: the answer names the request's own text."""
     response = client.post("/v1/translate", json={"text": TEXTS, "constraints": [None, None, [" "]]})
     assert response.status_code == 400 and response.json()["detail"] == "text 3: constraint 1 is empty"
-    assert _translations(client, {"text": TEXTS})[0]["text"] == translator.translate(TEXTS[:1])[0]
+    assert _translations(client, {"text": TEXTS})[0]["text"] == translate_texts(translator, TEXTS[:1])[0]
 
 
 def _events(response) -> list[tuple[str, dict]]:
@@ -105,13 +106,13 @@ def test_stream_sends_each_sentence_then_the_document(client, translator):
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
     events = _events(response)
     sentences = split_document(doc, "es").sentences
-    expected = translator.translate(sentences, beam_size=2, return_scores=True)
+    expected = translator.translate_batch(sentences, beam_size=2)
     assert [name for name, _ in events] == ["sentence"] * 3 + ["done"]
     for i, (_, data) in enumerate(events[:3]):
         assert (data["index"], data["source"], data["text"]) == (i, sentences[i], expected[i][0].text)
         assert data["score"] == pytest.approx(expected[i][0].score, abs=1e-5)
     assert [data["paragraph"] for _, data in events[:3]] == [0, 0, 1]
-    assert events[-1][1] == {"text": translator.translate_document(doc, beam_size=2), "sentences": 3}
+    assert events[-1][1] == {"text": translate_document(translator, doc, beam_size=2), "sentences": 3}
 
 
 def test_stream_limits_answer_before_the_first_event(client):

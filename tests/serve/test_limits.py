@@ -68,13 +68,13 @@ def test_attention_is_for_one_short_text(translator):
 
 def test_attention_output_is_cut_at_the_bound(translator):
     text = "un perro verde bebe agua"
-    (full,) = translator.translate([text], return_scores=True)
+    (full,) = translator.translate_batch([text])
     src_len = len(translator.encode([text])[0])
     bound = max(src_len, len(full[0].tokens))  # the output gets bound - 1 tokens + </s>: shorter than it was
     assert len(full[0].tokens) >= bound - 1 >= 1
     with TestClient(create_app(translator, ServeSettings(max_attention_tokens=bound))) as client:
         (got,) = _post(client, {"text": text, "attention": True}).json()["translations"]
-    (cut,) = translator.translate([text], return_scores=True, max_len_a=0.0, max_len_b=bound - 1)
+    (cut,) = translator.translate_batch([text], max_len_a=0.0, max_len_b=bound - 1)
     attn = got["attention"]
     assert got["text"] == cut[0].text and len(attn["tgt_tokens"]) == len(cut[0].tokens) + 1 <= bound
     ref = translator.attention_maps(translator.encode([text])[0], cut[0].tokens)

@@ -9,6 +9,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.serve import ServeSettings, create_app
@@ -53,7 +54,7 @@ def test_model_info(client, translator):
 
 
 def test_one_text_matches_translator(client, translator):
-    (expected,) = translator.translate(["el gato come"], return_scores=True)
+    (expected,) = translator.translate_batch(["el gato come"])
     (got,) = _post(client, {"text": "el gato come"}).json()["translations"]
     assert got["text"] == expected[0].text and got["text"]
     assert got["score"] == pytest.approx(expected[0].score, abs=1e-5)
@@ -62,13 +63,13 @@ def test_one_text_matches_translator(client, translator):
 
 
 def test_list_keeps_order_and_options(client, translator):
-    expected = translator.translate(TEXTS, beam_size=2, alpha=1.0)
+    expected = translate_texts(translator, TEXTS, beam_size=2, alpha=1.0)
     got = _post(client, {"text": TEXTS, "beam_size": 2, "alpha": 1.0}).json()["translations"]
     assert [t["text"] for t in got] == expected
 
 
 def test_n_best(client, translator):
-    expected = translator.translate(TEXTS[:2], beam_size=4, n_best=3)
+    expected = translator.translate_batch(TEXTS[:2], beam_size=4, n_best=3)
     got = _post(client, {"text": TEXTS[:2], "n_best": 3}).json()["translations"]
     for want, have in zip(expected, got, strict=True):
         hyps = have["hypotheses"]
@@ -203,7 +204,7 @@ def test_concurrent_requests_share_model_calls(translator):
             threading.Event().wait(0.01)
         gated.gate.set()
         responses = [first.result()] + [f.result() for f in rest]
-    expected = translator.translate(TEXTS[:1] + TEXTS[1:] * 2)
+    expected = translate_texts(translator, TEXTS[:1] + TEXTS[1:] * 2)
     assert [r.json()["translations"][0]["text"] for r in responses] == expected
     first_call, second_call = gated.batches  # two model calls for seven requests
     assert first_call == TEXTS[:1] and sorted(second_call) == sorted(TEXTS[1:] * 2)

@@ -6,8 +6,8 @@ import pytest
 import torch
 from scripted import BANNED, BOS, EOS, ScriptedStepper, exhaustive
 
-from aiayn.decode.rules import Prefixes
-from aiayn.decode.search import beam_search, greedy_search  # the fields of SearchRules as keywords
+from aiayn.decode.rules import Prefixes, SearchRules
+from aiayn.decode.strategies import beam_search, greedy_search
 
 COMMON = dict(start_id=BOS, eos_id=EOS, banned=BANNED)
 
@@ -15,7 +15,7 @@ COMMON = dict(start_id=BOS, eos_id=EOS, banned=BANNED)
 def greedy(prefixes: list[list[int]] | None, max_lens: list[int], vocab: int = 12):
     stepper = ScriptedStepper(len(max_lens), vocab, eos_bias=-3.0)  # long outputs
     forced = None if prefixes is None else Prefixes(prefixes, EOS, BANNED)
-    return greedy_search(stepper, torch.tensor(max_lens), prefixes=forced, **COMMON)
+    return greedy_search(stepper, torch.tensor(max_lens), SearchRules(prefixes=forced, **COMMON))
 
 
 def test_a_prefix_of_the_free_output_leaves_the_rest_unchanged():
@@ -37,9 +37,12 @@ def test_wide_beam_finds_the_best_output_that_starts_with_the_prefix(alpha):
     assert best[0][1][:2] != prefix
     wanted = [(score, seq) for score, seq in best if seq[:2] == prefix][:3]
     hyps = beam_search(
-        ScriptedStepper(k, vocab), torch.tensor([max_len]), beam_size=k, n_best=3, alpha=alpha,
-        prefixes=Prefixes([prefix], EOS, BANNED), **COMMON,
-    )[0]  # fmt: skip
+        ScriptedStepper(k, vocab),
+        torch.tensor([max_len]),
+        SearchRules(alpha=alpha, prefixes=Prefixes([prefix], EOS, BANNED), **COMMON),
+        beam_size=k,
+        n_best=3,
+    )[0]
     assert [h.tokens for h in hyps] == [seq for _, seq in wanted]
     assert [h.score for h in hyps] == pytest.approx([score for score, _ in wanted], abs=1e-4)
 
@@ -55,9 +58,11 @@ def test_an_improbable_prefix_is_honoured_and_scored_as_the_model_scores_it():
     worst.append(least_likely(stepper, tuple(worst)))
     for beam in (1, 4):
         hyp = beam_search(
-            ScriptedStepper(beam, 12), torch.tensor([1]), beam_size=beam,
-            prefixes=Prefixes([worst], EOS, BANNED), **COMMON,
-        )[0][0]  # fmt: skip
+            ScriptedStepper(beam, 12),
+            torch.tensor([1]),
+            SearchRules(prefixes=Prefixes([worst], EOS, BANNED), **COMMON),
+            beam_size=beam,
+        )[0][0]
         assert hyp.tokens[:2] == worst  # longer than max_len 1: the prefix makes room for itself
         logp = sum(float(stepper.log_probs(tuple(hyp.tokens[:i]))[t]) for i, t in enumerate(hyp.tokens))
         logp += float(stepper.log_probs(tuple(hyp.tokens))[EOS])

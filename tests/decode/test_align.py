@@ -8,25 +8,26 @@ import pytest
 from aiayn.config import SamplingConfig
 from aiayn.decode.align import replace_unknown, word_index
 from aiayn.decode.ensemble import check_shared_vocabulary
+from aiayn.decode.texts import translate_document, translate_texts
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from toy_translation import toy_pairs
 
 
 def test_a_prefix_is_continued_even_an_unlikely_one(translator):
-    free = translator.translate(["el perro come agua"])[0]
-    assert translator.translate(["el perro come agua"], prefix=[free.split()[0]])[0] == free
-    forced = translator.translate(["el perro come agua", "sol"], prefix=["a green cat", None])
+    free = translate_texts(translator, ["el perro come agua"])[0]
+    assert translate_texts(translator, ["el perro come agua"], prefix=[free.split()[0]])[0] == free
+    forced = translate_texts(translator, ["el perro come agua", "sol"], prefix=["a green cat", None])
     assert forced[0].startswith("a green cat") and forced[1] == "sun"
 
 
 def test_prefixes_and_constraints_of_different_texts_in_one_batch(translator):
     """The batch goes through the constrained search, which must still force the other's prefix."""
     texts = ["el perro come agua", "la casa grande"]
-    mixed = translator.translate(texts, prefix=["a green cat", None], constraints=[None, ["moon"]])
+    mixed = translate_texts(translator, texts, prefix=["a green cat", None], constraints=[None, ["moon"]])
     alone = [
-        translator.translate(texts[:1], prefix=["a green cat"])[0],
-        translator.translate(texts[1:], constraints=[["moon"]])[0],
+        translate_texts(translator, texts[:1], prefix=["a green cat"])[0],
+        translate_texts(translator, texts[1:], constraints=[["moon"]])[0],
     ]
     assert mixed == alone and mixed[0].startswith("a green cat") and "moon" in mixed[1]
 
@@ -34,17 +35,17 @@ def test_prefixes_and_constraints_of_different_texts_in_one_batch(translator):
 def test_constraints_appear_in_every_output(translator):
     pairs = toy_pairs(20, seed=5)
     terms = [["moon"], ["big house"], ["drinks", "water"]] * 7
-    out = translator.translate([s for s, _ in pairs], constraints=terms[:20], beam_size=4)
+    out = translate_texts(translator, [s for s, _ in pairs], constraints=terms[:20], beam_size=4)
     for text, phrases in zip(out, terms, strict=False):
         assert all(p in text for p in phrases), (text, phrases)
-    plain = translator.translate([s for s, _ in pairs], beam_size=4)
-    none = translator.translate([s for s, _ in pairs], constraints=[None] * 20, beam_size=4)
+    plain = translate_texts(translator, [s for s, _ in pairs], beam_size=4)
+    none = translate_texts(translator, [s for s, _ in pairs], constraints=[None] * 20, beam_size=4)
     assert none == plain
 
 
 def test_missing_reference_words_as_constraints_improve_translations(translator):
     pairs = toy_pairs(300, seed=13)
-    plain = translator.translate([s for s, _ in pairs])
+    plain = translate_texts(translator, [s for s, _ in pairs])
     wrong = [
         (s, ref, out)
         for (s, ref), out in zip(pairs, plain, strict=True)
@@ -52,7 +53,7 @@ def test_missing_reference_words_as_constraints_improve_translations(translator)
     ]
     assert len(wrong) >= 10
     terms = [sorted(set(ref.split()) - set(out.split())) for _, ref, out in wrong]
-    steered = translator.translate([s for s, _, _ in wrong], constraints=terms)
+    steered = translate_texts(translator, [s for s, _, _ in wrong], constraints=terms)
     for text, phrases in zip(steered, terms, strict=True):
         assert all(p in text.split() for p in phrases)
 
@@ -66,20 +67,20 @@ def test_missing_reference_words_as_constraints_improve_translations(translator)
 def test_sampling_is_reproducible_and_independent_of_batching(translator):
     texts = [s for s, _ in toy_pairs(8, seed=2)]
     s = SamplingConfig(temperature=1.5, seed=4)
-    a = translator.translate(texts, sample=s, n_best=3, beam_size=3)
-    b = translator.translate(texts, sample=s, n_best=3, beam_size=3, batch_tokens=12)
+    a = translator.translate_batch(texts, sample=s, n_best=3, beam_size=3)
+    b = translator.translate_batch(texts, sample=s, n_best=3, beam_size=3, batch_tokens=12)
     assert [[t.text for t in ts] for ts in a] == [[t.text for t in ts] for ts in b]
     assert all(len(ts) == 3 for ts in a)
-    c = translator.translate(texts, sample=s.replace(seed=5), n_best=3, beam_size=3)
+    c = translator.translate_batch(texts, sample=s.replace(seed=5), n_best=3, beam_size=3)
     assert [[t.text for t in ts] for ts in c] != [[t.text for t in ts] for ts in a]
-    d = translator.translate(texts, sample=s, n_best=3, beam_size=1)  # samples need no beam
+    d = translator.translate_batch(texts, sample=s, n_best=3, beam_size=1)  # samples need no beam
     assert [[t.text for t in ts] for ts in d] == [[t.text for t in ts] for ts in a]
 
 
 def test_an_ensemble_of_a_model_with_itself_is_the_model(translator, toy_model_dir):
     pair = Translator.load([toy_model_dir, toy_model_dir], device="cpu")
     texts = [s for s, _ in toy_pairs(10, seed=9)]
-    one, two = translator.translate(texts, n_best=2), pair.translate(texts, n_best=2)
+    one, two = translator.translate_batch(texts, n_best=2), pair.translate_batch(texts, n_best=2)
     assert [[t.text for t in ts] for ts in one] == [[t.text for t in ts] for ts in two]
     for ts, us in zip(one, two, strict=True):
         assert [t.score for t in ts] == pytest.approx([u.score for u in us], abs=1e-4)
@@ -102,7 +103,7 @@ def alignment_error_rate(found: list[set], gold: list[set]) -> float:
 
 def test_word_alignments_of_the_word_for_word_language(translator):
     pairs = [p for p in toy_pairs(200, seed=21) if len(p[0].split()) > 1]
-    results = translator.translate([s for s, _ in pairs], align=True, return_scores=True)
+    results = translator.translate_batch([s for s, _ in pairs], align=True)
     assert all(j < len(ts[0].text.split()) for ts in results for _, j in ts[0].alignment)
     right = [(ts[0], ref) for ts, (_, ref) in zip(results, pairs, strict=True) if ts[0].text == ref]
     assert len(right) >= 40  # the gold alignment (the diagonal) holds for correct outputs
@@ -130,9 +131,9 @@ def test_replace_unknown_copies_the_aligned_source_word():
 def test_replace_unk_alone_adds_no_alignment_to_the_output(translator):
     """--replace-unk aligns to find each <unk>'s source word; the pairs are output only with --align."""
     texts = ["el perro come agua", "la luna"]
-    plain = translator.translate(texts, return_scores=True)
-    replaced = translator.translate(texts, replace_unk=True, return_scores=True)
-    both = translator.translate(texts, replace_unk=True, align=True, return_scores=True)
+    plain = translator.translate_batch(texts)
+    replaced = translator.translate_batch(texts, replace_unk=True)
+    both = translator.translate_batch(texts, replace_unk=True, align=True)
     assert [ts[0].alignment for ts in replaced] == [None, None]
     assert [ts[0].text for ts in replaced] == [ts[0].text for ts in plain]
     assert all(ts[0].alignment for ts in both)
@@ -140,15 +141,15 @@ def test_replace_unk_alone_adds_no_alignment_to_the_output(translator):
 
 def test_a_document_keeps_its_paragraphs(translator):
     doc = "el perro come agua\n\nla luna\n\n\nel sol\n"  # sentence splitting: test_document.py
-    one, two, three = translator.translate(["el perro come agua", "la luna", "el sol"], beam_size=2)
-    assert translator.translate_document(doc, beam_size=2) == f"{one}\n\n{two}\n\n\n{three}\n"
+    one, two, three = translate_texts(translator, ["el perro come agua", "la luna", "el sol"], beam_size=2)
+    assert translate_document(translator, doc, beam_size=2) == f"{one}\n\n{two}\n\n\n{three}\n"
     assert one == "the dog eats water"  # the toy translator has learnt its task
 
 
 def test_bad_controls_are_one_line_errors(translator):
     with pytest.raises(AiaynError, match="prefix: 1 entries for 2 texts"):
-        translator.translate(["a", "b"], prefix=["x"])
+        translate_texts(translator, ["a", "b"], prefix=["x"])
     with pytest.raises(AiaynError, match="text 1: constraints cannot be used with sampling"):
-        translator.translate(["sol"], constraints=[["sun"]], sample=SamplingConfig())
+        translate_texts(translator, ["sol"], constraints=[["sun"]], sample=SamplingConfig())
     with pytest.raises(AiaynError, match="sample: a SamplingConfig"):
-        translator.translate(["sol"], sample={"top_p": 0.5})
+        translate_texts(translator, ["sol"], sample={"top_p": 0.5})

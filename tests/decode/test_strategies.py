@@ -11,8 +11,8 @@ from scripted import BANNED, BOS, EOS, ScriptedStepper, exhaustive
 from torch import Tensor
 
 from aiayn.decode.beam import _settled
-from aiayn.decode.rules import SearchStopped, length_penalty
-from aiayn.decode.search import beam_search, greedy_search  # the fields of SearchRules as keywords
+from aiayn.decode.rules import SearchRules, SearchStopped, length_penalty
+from aiayn.decode.strategies import beam_search, greedy_search
 
 
 @pytest.mark.parametrize("style", ["gnmt", "len", "fairseq"])
@@ -23,9 +23,12 @@ def test_wide_beam_finds_the_exhaustive_optimum(style, alpha):
     for eos_bias in (-3.0, 0.0, 2.0):
         stepper = ScriptedStepper(k, vocab, eos_bias=eos_bias)
         hyps = beam_search(
-            stepper, torch.tensor([max_len]), beam_size=k, start_id=BOS, eos_id=EOS,
-            banned=BANNED, alpha=alpha, style=style, n_best=5,
-        )[0]  # fmt: skip
+            stepper,
+            torch.tensor([max_len]),
+            SearchRules(start_id=BOS, eos_id=EOS, banned=BANNED, alpha=alpha, style=style),
+            beam_size=k,
+            n_best=5,
+        )[0]
         best = exhaustive(ScriptedStepper(1, vocab, eos_bias=eos_bias), max_len, alpha, style)[:5]
         assert [h.tokens for h in hyps] == [seq for _, seq in best]
         for h, (score, seq) in zip(hyps, best, strict=True):
@@ -40,8 +43,8 @@ def test_early_termination_is_exact(alpha):
     vocab, max_len, k = 6, 6, 800  # 3 real tokens: 3^6 = 729 live prefixes at most
     for eos_bias in (0.0, 1.5):
         stepper = ScriptedStepper(k, vocab, eos_bias=eos_bias)
-        run = dict(beam_size=k, start_id=BOS, eos_id=EOS, banned=BANNED, alpha=alpha, n_best=3)
-        hyps = beam_search(stepper, torch.tensor([max_len]), **run)[0]
+        rules = SearchRules(start_id=BOS, eos_id=EOS, banned=BANNED, alpha=alpha)
+        hyps = beam_search(stepper, torch.tensor([max_len]), rules, beam_size=k, n_best=3)[0]
         best = exhaustive(ScriptedStepper(1, vocab, eos_bias=eos_bias), max_len, alpha, "gnmt")[:3]
         assert [h.tokens for h in hyps] == [seq for _, seq in best]
     assert len(max(stepper.prefixes, key=len)) < max_len  # it stopped early
@@ -75,27 +78,31 @@ def test_early_termination_bounds_at_the_longest_length(k):
     maximum length: the search must go on and find [4] * 6."""
     stepper = LongWinsStepper(k, 8)
     hyp = beam_search(
-        stepper, torch.tensor([6]), beam_size=k, start_id=BOS, eos_id=EOS, banned=BANNED, alpha=2.0
+        stepper,
+        torch.tensor([6]),
+        SearchRules(start_id=BOS, eos_id=EOS, banned=BANNED, alpha=2.0),
+        beam_size=k,
     )[0][0]
     assert hyp.tokens == [4] * 6
     assert hyp.score == pytest.approx(exhaustive(LongWinsStepper(1, 8), 6, 2.0, "gnmt")[0][0], abs=1e-5)
 
 
-def run_beam(sentences: int, max_lens: list[int], k: int, **kw):
+def run_beam(sentences: int, max_lens: list[int], k: int, n_best: int = 1, **rules):
     stepper = ScriptedStepper(sentences * k, 12)
-    return beam_search(
-        stepper, torch.tensor(max_lens), beam_size=k, start_id=BOS, eos_id=EOS, banned=BANNED, **kw
-    )
+    found = SearchRules(start_id=BOS, eos_id=EOS, banned=BANNED, **rules)
+    return beam_search(stepper, torch.tensor(max_lens), found, beam_size=k, n_best=n_best)
 
 
 def test_beam_one_equals_greedy():
     for seed in range(4):
         max_lens = [3 + seed, 8, 1, 12]
         stepper = ScriptedStepper(4, 12, sharpness=1.0 + seed)
-        greedy = greedy_search(stepper, torch.tensor(max_lens), start_id=BOS, eos_id=EOS, banned=BANNED)
+        greedy = greedy_search(
+            stepper, torch.tensor(max_lens), SearchRules(start_id=BOS, eos_id=EOS, banned=BANNED)
+        )
         stepper = ScriptedStepper(4, 12, sharpness=1.0 + seed)
         beam = beam_search(
-            stepper, torch.tensor(max_lens), beam_size=1, start_id=BOS, eos_id=EOS, banned=BANNED
+            stepper, torch.tensor(max_lens), SearchRules(start_id=BOS, eos_id=EOS, banned=BANNED), beam_size=1
         )
         for g, b in zip(greedy, beam, strict=True):
             assert g[0].tokens == b[0].tokens
@@ -104,7 +111,9 @@ def test_beam_one_equals_greedy():
 
 def test_greedy_takes_the_argmax_and_scores_it():
     stepper = ScriptedStepper(1, 12, sharpness=3.0)
-    hyp = greedy_search(stepper, torch.tensor([20]), start_id=BOS, eos_id=EOS, banned=BANNED, alpha=0.6)[0][0]
+    hyp = greedy_search(
+        stepper, torch.tensor([20]), SearchRules(start_id=BOS, eos_id=EOS, banned=BANNED, alpha=0.6)
+    )[0][0]
     prefix, logp = (), 0.0
     while True:
         lp = stepper.log_probs(prefix).clone()
@@ -146,7 +155,9 @@ def test_max_length_forces_eos(k):
     stepper = ScriptedStepper(len(max_lens) * k, 9, eos_bias=-30.0)
     search = greedy_search if k == 1 else beam_search
     kw = {} if k == 1 else {"beam_size": k}
-    results = search(stepper, torch.tensor(max_lens), start_id=BOS, eos_id=EOS, banned=BANNED, **kw)
+    results = search(
+        stepper, torch.tensor(max_lens), SearchRules(start_id=BOS, eos_id=EOS, banned=BANNED), **kw
+    )
     assert [len(r[0].tokens) for r in results] == max_lens
     assert all(h.score < -20 for r in results for h in r)  # the forced EOS' log-prob counts
 
@@ -175,32 +186,51 @@ def test_should_stop_is_asked_before_every_step_and_stops_the_search(k):
         return len(asked) == 4
 
     with pytest.raises(SearchStopped):
-        search(stepper, max_lens, start_id=BOS, eos_id=EOS, banned=BANNED, should_stop=should_stop)
+        search(
+            stepper, max_lens, SearchRules(start_id=BOS, eos_id=EOS, banned=BANNED, should_stop=should_stop)
+        )
     assert asked == [0, 1, 2, 3] and stepper.steps == 3  # three steps ran, not a fourth
     never = CountingStepper(2 * k, 9, eos_bias=-30.0)
-    results = search(never, max_lens, start_id=BOS, eos_id=EOS, banned=BANNED, should_stop=lambda: False)
+    results = search(
+        never, max_lens, SearchRules(start_id=BOS, eos_id=EOS, banned=BANNED, should_stop=lambda: False)
+    )
     plain = search(
-        CountingStepper(2 * k, 9, eos_bias=-30.0), max_lens, start_id=BOS, eos_id=EOS, banned=BANNED
+        CountingStepper(2 * k, 9, eos_bias=-30.0),
+        max_lens,
+        SearchRules(start_id=BOS, eos_id=EOS, banned=BANNED),
     )
     assert never.steps == 21 and [r[0].tokens for r in results] == [r[0].tokens for r in plain]
 
 
 def test_eos_first_gives_an_empty_output_and_banned_ids_never_appear():
     stepper = ScriptedStepper(2 * 4, 9, eos_bias=30.0)
-    results = beam_search(stepper, torch.tensor([5, 5]), beam_size=4, start_id=BOS, eos_id=EOS, banned=BANNED)
+    results = beam_search(
+        stepper, torch.tensor([5, 5]), SearchRules(start_id=BOS, eos_id=EOS, banned=BANNED), beam_size=4
+    )
     assert [r[0].tokens for r in results] == [[], []]
     stepper = ScriptedStepper(3 * 4, 9, sharpness=0.1)  # near-uniform: banned ids would show up
-    for r in beam_search(stepper, torch.tensor([8, 8, 8]), beam_size=4, start_id=BOS, eos_id=EOS,
-                         banned=BANNED, n_best=4):  # fmt: skip
+    for r in beam_search(
+        stepper,
+        torch.tensor([8, 8, 8]),
+        SearchRules(start_id=BOS, eos_id=EOS, banned=BANNED),
+        beam_size=4,
+        n_best=4,
+    ):
         assert all(t not in BANNED + (EOS,) for h in r for t in h.tokens)
 
 
 def test_no_sentences():
     stepper = ScriptedStepper(0, 9)
     assert (
-        beam_search(stepper, torch.tensor([], dtype=torch.long), beam_size=4, start_id=BOS, eos_id=EOS) == []
+        beam_search(
+            stepper, torch.tensor([], dtype=torch.long), SearchRules(start_id=BOS, eos_id=EOS), beam_size=4
+        )
+        == []
     )
-    assert greedy_search(stepper, torch.tensor([], dtype=torch.long), start_id=BOS, eos_id=EOS) == []
+    assert (
+        greedy_search(stepper, torch.tensor([], dtype=torch.long), SearchRules(start_id=BOS, eos_id=EOS))
+        == []
+    )
 
 
 def test_length_penalty_values():

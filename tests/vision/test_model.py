@@ -1,4 +1,4 @@
-"""The Vision Transformer made of aiayn's encoder (patches and 2-D positions: test_vision_patches.py)."""
+"""The Vision Transformer made of aiayn's encoder (patches and 2-D positions: test_patches.py)."""
 
 import pytest
 import torch
