@@ -9,7 +9,15 @@ import pytest
 import torch
 
 from aiayn.config import BOS_ID, EOS_ID, PAD_ID
-from aiayn.data.batching import Batch, BatchPlan, BatchStream, TokenBatchSampler, collate
+from aiayn.data.batching import (
+    Batch,
+    BatchPlan,
+    BatchStream,
+    TokenBatchSampler,
+    collate,
+    pack_runs,
+    progressions,
+)
 from aiayn.data.mixing import CorpusMix
 from aiayn.errors import AiaynError
 
@@ -204,3 +212,17 @@ def test_a_plan_is_a_sequence_of_batches():
     assert plan[1:] == [[], [7, 1, 0]] and list(plan) == [[4, 2], [], [7, 1, 0]]
     with pytest.raises(IndexError):
         plan[3]
+
+
+def test_packing_run_by_run_is_greedy_packing_pair_by_pair():
+    rng = np.random.default_rng(5)
+    for max_tokens in (1, 7, 50, 1000):
+        widths = sorted(set(rng.integers(1, max_tokens + 1, 12).tolist()))
+        counts = rng.integers(1, 40, len(widths)).tolist()
+        greedy, width, size = [], 0, 0  # each pair in turn: a new batch when it would not fit
+        for i, w in enumerate(np.repeat(widths, counts).tolist()):
+            if not size or (size + 1) * max(width, w) > max_tokens:
+                greedy.append(i)
+                width, size = 0, 0
+            width, size = max(width, w), size + 1
+        assert progressions(pack_runs(widths, counts, max_tokens)).tolist() == greedy

@@ -47,6 +47,7 @@ HEADERS = [
         "native_layers.h",
         "native_panels.h",
         "native_scores.h",
+        "native_shuffle.h",
         "native_vector.h",
     )
 ]  # it includes

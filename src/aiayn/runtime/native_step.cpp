@@ -43,6 +43,7 @@
 #include "native_layers.h"
 #include "native_rules.h"
 #include "native_scores.h"
+#include "native_shuffle.h"
 
 using at::Tensor;
 using namespace aiayn_native;  // NOLINT: native_layers.h's pieces, used throughout
@@ -582,5 +583,6 @@ TORCH_LIBRARY(aiayn, m) {  // a class before the methods that take it
   m.def("beam_top(Tensor scores, Tensor offsets, int c) -> (Tensor, Tensor)", &beam_top);
   m.def("pack_panels(Tensor weight) -> Tensor", &pack_panels);
   m.def("panels_fast() -> bool", &panels_fast);
+  m.def("pcg64_shuffle(Tensor(a!) values, Tensor(b!) keys, Tensor(c!) state) -> ()", &pcg64_shuffle);
   m.def("panel_linear(Tensor x, Tensor panels, int out, Tensor? bias, bool relu) -> Tensor", &panel_linear);
 }
