@@ -1,4 +1,5 @@
-"""Building and loading the native decoding step's library (`native_step.cpp`; `native_step` uses it).
+"""Building and loading the native decoding step's library (`native_step.cpp`; `native_step` uses it;
+the batch plan's shuffle, `native_shuffle.h`, is in it too: `aiayn.data.shuffle`).
 
 It is built on first use with the system's C++ compiler against the installed PyTorch (about 20 s,
 once; warnings on, `-Wall -Wextra`, PyTorch's own headers excepted; `-fopenmp`, so that ATen's

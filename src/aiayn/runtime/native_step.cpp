@@ -24,6 +24,9 @@
 // Every index a call takes is checked (TORCH_CHECK: a RuntimeError in Python, never a read out of
 // bounds). Which kernel a product takes for a number of rows is Python's decision
 // (aiayn.runtime.linear): a call's `Caches` carry its row class and padded row count.
+//
+// The library also carries `pcg64_shuffle` (native_shuffle.h): the batch plan's permutation, numpy's
+// draw for draw (aiayn.data.shuffle).
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/quantized/PackedParams.h>
