@@ -226,3 +226,15 @@ def test_packing_run_by_run_is_greedy_packing_pair_by_pair():
                 width, size = 0, 0
             width, size = max(width, w), size + 1
         assert progressions(pack_runs(widths, counts, max_tokens)).tolist() == greedy
+
+
+@pytest.mark.parametrize(
+    ("longest", "n", "rank_dtype"), [(6000, 3000, np.uint16), (3000, 150_000, np.uint32)]
+)
+def test_wide_pairs_and_many_distinct_lengths_give_the_element_by_element_plan(longest, n, rank_dtype):
+    # widths past 4,095 rank their keys by a sort, not a table; past 65,536 distinct keys ranks are 32-bit
+    rng = np.random.default_rng(6)
+    src, tgt = rng.integers(1, longest, n), rng.integers(1, longest, n)
+    sampler = TokenBatchSampler(src, tgt, 3000, seed=4, window=1 << 15)
+    assert sampler._ranks.dtype == rank_dtype
+    assert sampler.global_batches(2) == reference_batches(src, tgt, 3000, 4, 2, 1 << 15)
