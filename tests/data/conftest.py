@@ -31,11 +31,3 @@ def bible_data_dir(tmp_path_factory):
     from aiayn.data.prepare import prepare
 
     return prepare(tmp_path_factory.mktemp("bible") / "data", "bible-es-en", progress=False)
-
-
-@pytest.fixture(scope="session")
-def toy_reverse_model_dir(tmp_path_factory):
-    """The toy translator's reverse, English->Spanish word for word (its stored copy)."""
-    from toy import stored_toy_reverse_model_dir
-
-    return stored_toy_reverse_model_dir(tmp_path_factory.mktemp("toy-reverse") / "model")
