@@ -194,3 +194,15 @@ def test_worst_takes_the_highest_share_of_the_scored_earlier_first():
     scores = np.array([1.0, math.nan, 5.0, 3.0, 5.0, math.nan, 0.5, 5.0], dtype=np.float32)
     assert np.flatnonzero(worst(scores, 0.34)).tolist() == [2, 4]  # 2 of 6 scored: ties, earlier first
     assert not worst(scores, 0.05).any()  # round(0.3) = 0
+
+
+def test_a_tagged_recipe_cannot_use_the_score_rule(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "src_lang: es\ntags: true\nsources:\n  - {src: a.es, tgt: a.en, tgt_lang: en}\n"
+        "  - {src: b.es, tgt: b.de, tgt_lang: de}\n"
+        "clean: {rules: [copies], score: {forward: f, reverse: r}}\n"
+    )
+    with pytest.raises(AiaynError, match="the score rule scores one language pair; a recipe with tags: true"):
+        prepare(tmp_path / "data", load_recipe(recipe), progress=False)
+    assert not (tmp_path / "data").exists()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from itertools import islice
+from itertools import compress, islice
 from pathlib import Path
 
 import numpy as np
@@ -141,14 +141,15 @@ class Scorer:
     ) -> np.ndarray:
         """(n,) float32: the score of every pair where `wanted` (n,) is True, NaN elsewhere; the
         pairs streamed CHUNK at a time."""
-        out = np.full(len(wanted), math.nan, dtype=np.float32)
-        index = np.flatnonzero(wanted)
-        chosen = (p for p, w in zip(pairs, wanted.tolist(), strict=True) if w)
-        with tqdm(total=len(index), desc="score", unit=" pairs", disable=not progress) as bar:
+        found = np.empty(int(wanted.sum()), dtype=np.float32)  # (wanted pairs,)
+        chosen = compress(pairs, wanted)
+        with tqdm(total=len(found), desc="score", unit=" pairs", disable=not progress) as bar:
             done = 0
             while chunk := list(islice(chosen, CHUNK)):
                 sources, targets = [s for s, _ in chunk], [t for _, t in chunk]
-                out[index[done : done + len(chunk)]] = self.pair_scores(sources, targets)
+                found[done : done + len(chunk)] = self.pair_scores(sources, targets)
                 done += len(chunk)
                 bar.update(len(chunk))
+        out = np.full(len(wanted), math.nan, dtype=np.float32)
+        out[wanted] = found
         return out
