@@ -1,5 +1,5 @@
 """Shared test settings: deterministic, two threads (the CI machine has two cores), the toy data of
-toy_translation.py (the toy translator's model directory, from its stored copy, and its
+toy_translation.py (the toy translator's model directory, from its stored copy, its reverse, and its
 Translator, loaded once per test module; its multilingual sibling, Spanish into German or English,
 trained once per run: under pytest-xdist by the first worker that asks, the others reuse it;
 a data directory of its task, and small corpora written on demand), and a child process whose
@@ -18,7 +18,7 @@ import torch
 from filelock import FileLock
 
 import aiayn
-from toy import stored_toy_model_dir
+from toy import stored_toy_model_dir, stored_toy_reverse_model_dir
 from toy_translation import toy_pairs, unrelated_pairs, write_data_dir, write_parallel
 
 torch.set_num_threads(2)
@@ -48,6 +48,12 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], Path]) -> Pa
 def toy_model_dir(tmp_path_factory) -> Path:
     """config.json + model.safetensors + spm.model of the toy translator (a copy of the stored one)."""
     return stored_toy_model_dir(tmp_path_factory.mktemp("toy") / "model")
+
+
+@pytest.fixture(scope="session")
+def toy_reverse_model_dir(tmp_path_factory) -> Path:
+    """The toy translator's reverse, English->Spanish word for word (a copy of its stored weights)."""
+    return stored_toy_reverse_model_dir(tmp_path_factory.mktemp("toy-reverse") / "model")
 
 
 @pytest.fixture(scope="session")

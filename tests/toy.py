@@ -105,12 +105,17 @@ def _train(model: Transformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]
     model.eval()
 
 
-def build_toy_model_dir(out_dir: Path, steps: int = 400, **model: int) -> Path:
+def build_toy_model_dir(out_dir: Path, steps: int = 400, reverse: bool = False, **model: int) -> Path:
     """config.json + model.safetensors + spm.model of the toy translator (2+2 layers, 4 heads);
-    `model`: ModelConfig fields changed (a smaller draft model: n_layers=1, decoder_layers=1, ...)."""
+    `model`: ModelConfig fields changed (a smaller draft model: n_layers=1, decoder_layers=1, ...);
+    `reverse`: English->Spanish instead (the same vocabulary, trained on the same text)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     pairs = toy_pairs(4096)
     tokenizer = Tokenizer.train([x for pair in pairs for x in pair], out_dir / "spm.model", vocab_size=80)
+    languages = {"src_lang": "es", "tgt_lang": "en"}
+    if reverse:
+        pairs = [(t, s) for s, t in pairs]
+        languages = {"src_lang": "en", "tgt_lang": "es"}
     torch.manual_seed(0)
     sizes = {"d_model": 32, "d_ff": 64, "n_heads": 4, "n_layers": 2, **model}
     config = ModelConfig(vocab_size=tokenizer.vocab_size, dropout=0.0, **sizes)
@@ -121,10 +126,11 @@ def build_toy_model_dir(out_dir: Path, steps: int = 400, **model: int) -> Path:
         _train(model, tokenizer, pairs, steps)
     finally:
         torch.set_num_threads(threads)
-    return save_model_dir(model, out_dir, src_lang="es", tgt_lang="en")
+    return save_model_dir(model, out_dir, **languages)
 
 
 STORED_TOY = Path(__file__).parent / "decode" / "golden" / "toy_a"  # build_toy_model_dir's output
+STORED_REVERSE = Path(__file__).parent / "data" / "golden" / "toy_reverse"  # the same, reverse=True
 
 
 def stored_toy_model_dir(out_dir: Path) -> Path:
@@ -132,6 +138,14 @@ def stored_toy_model_dir(out_dir: Path) -> Path:
     weights and spm.model, written as today's model directory (config.json with every field and the
     version). Retrain the copy when the recipe changes (tests/decode/test_golden.py --models)."""
     model, info = load_model_dir(STORED_TOY)
+    languages = {"src_lang": info["src_lang"], "tgt_lang": info["tgt_lang"]}
+    return save_model_dir(model, out_dir, STORED_TOY / "spm.model", **languages)
+
+
+def stored_toy_reverse_model_dir(out_dir: Path) -> Path:
+    """The toy translator's reverse (English->Spanish, `build_toy_model_dir(reverse=True)`) from its
+    stored copy: its weights and config.json, and toy_a's spm.model (the same text trains both)."""
+    model, info = load_model_dir(STORED_REVERSE)
     languages = {"src_lang": info["src_lang"], "tgt_lang": info["tgt_lang"]}
     return save_model_dir(model, out_dir, STORED_TOY / "spm.model", **languages)
 

@@ -88,3 +88,25 @@ def test_cli_recipe_and_clean(tmp_path, write_corpus, capsys):
     capsys.readouterr()
     code = main(["prepare", "--recipe", str(recipe), "--tgt", str(tgt), "--out", str(tmp_path / "x")])
     assert code == 2 and "--tgt belongs in the recipe" in capsys.readouterr().err
+
+
+def test_cli_score_rule(tmp_path, toy_model_dir, toy_reverse_model_dir, capsys):
+    from toy import word_for_word, write_parallel
+
+    pairs = word_for_word(200, 3, lengths=(3, 6))
+    src, tgt = write_parallel(pairs, tmp_path / "c.es", tmp_path / "c.en")
+    argv = ["prepare", "--src", str(src), "--tgt", str(tgt), "--vocab-size", "60", "--no-progress"]
+    models = ["--score-models", str(toy_model_dir), str(toy_reverse_model_dir)]
+    assert main([*argv, "--out", str(tmp_path / "d"), *models, "--score-drop", "0.05"]) == 0
+    meta = json.loads((tmp_path / "d" / "meta.json").read_text())
+    assert meta["clean"]["rules"] == ["score"] and meta["clean"]["score"]["drop"] == 0.05
+    scored = meta["pairs"]["train"] + meta["dropped"]["train"]["score"]
+    assert meta["dropped"]["train"]["score"] == round(0.05 * scored)
+    capsys.readouterr()
+    for extra, message in [
+        (["--score-drop", "0.1"], "--score-drop needs --score-models FORWARD REVERSE"),
+        ([*models, "--score-drop", "1.5"], "drop must be a share between 0 and 1 (exclusive), got 1.5"),
+    ]:
+        assert main([*argv, "--out", str(tmp_path / "x"), "--clean", *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and message in err and not (tmp_path / "x").exists()

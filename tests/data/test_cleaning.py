@@ -73,7 +73,7 @@ def test_samples_name_the_source_and_pair(tmp_path):
     ]
     assert not (tmp_path / "ratio.tsv").exists()
     assert per_source(reasons, corpus, ["a", "b"])["b"] == {
-        "duplicates": 0, "near_duplicates": 0, "copies": 1, "language": 2
+        "duplicates": 0, "near_duplicates": 0, "copies": 1, "language": 2, "score": 0
     }  # fmt: skip
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aiayn.data.cleaning import RULES, Cleaning
+from aiayn.data.cleaning import DEFAULT_RULES, Cleaning
 from aiayn.data.recipe import load_recipe
 from aiayn.errors import AiaynError
 
@@ -85,7 +85,7 @@ def test_a_missing_recipe_is_one_line(tmp_path):
 
 def test_clean_values():
     assert Cleaning.parse(None) is None and Cleaning.parse(False) is None
-    assert Cleaning.parse(True).rules == RULES
+    assert Cleaning.parse(True).rules == DEFAULT_RULES
     assert Cleaning.parse({"rules": ["language"], "min_chars": 5}) == Cleaning(("language",), 5)
     with pytest.raises(AiaynError, match="must be true, a list of rules"):
         Cleaning.parse("yes")

@@ -7,7 +7,7 @@ import argparse
 
 from aiayn.cli import constituency
 from aiayn.cli.options import counting_number
-from aiayn.data.cleaning import Cleaning
+from aiayn.data.cleaning import DEFAULT_DROP, Cleaning, Score
 from aiayn.data.recipe import Recipe, load_recipe
 from aiayn.data.sources import Filters, PairFiles, SplitFiles, choose_corpus
 from aiayn.errors import AiaynError
@@ -81,6 +81,19 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
         "rule's removals in DATA_DIR/cleaning/)",
     )
     p.add_argument(
+        "--score-models",
+        nargs=2,
+        metavar=("FORWARD", "REVERSE"),
+        help="the score rule: drop the pairs that these two model directories (source -> target, "
+        "target -> source) score worst by dual conditional cross-entropy (with or without --clean)",
+    )
+    p.add_argument(
+        "--score-drop",
+        type=float,
+        metavar="SHARE",
+        help=f"the share of the pairs kept by the other rules that the score rule drops ({DEFAULT_DROP})",
+    )
+    p.add_argument(
         "--workers",
         type=counting_number,
         help="threads of the vocabulary's training and of encoding (default: the cores; the output is "
@@ -107,6 +120,17 @@ def _corpus(args: argparse.Namespace) -> str | SplitFiles | Recipe:
     return choose_corpus(args.corpus, files)
 
 
+def _cleaning(args: argparse.Namespace) -> Cleaning | None:
+    """--clean's rules, and the score rule with --score-models (alone: the only rule)."""
+    if args.score_models is None:
+        if args.score_drop is not None:
+            raise AiaynError("--score-drop needs --score-models FORWARD REVERSE")
+        return Cleaning() if args.clean else None
+    drop = DEFAULT_DROP if args.score_drop is None else args.score_drop
+    score = Score(*args.score_models, drop=drop)
+    return Cleaning(score=score) if args.clean else Cleaning(rules=("score",), score=score)
+
+
 def run_prepare(args: argparse.Namespace) -> None:
     from aiayn.data.datadir import DataDir
     from aiayn.data.prepare import prepare
@@ -117,7 +141,7 @@ def run_prepare(args: argparse.Namespace) -> None:
         args.out,
         _corpus(args),
         filters=Filters(args.max_len, args.max_ratio, args.train_limit),
-        clean=Cleaning() if args.clean else None,
+        clean=_cleaning(args),
         workers=args.workers,
         vocab_size=args.vocab_size,
         spm=args.spm,

@@ -8,13 +8,17 @@ web-crawled corpora need (OpusCleaner's and Mozilla's translations pipeline's fi
     language         the source is not in src_lang, or the target not in tgt_lang, by
                      py3langid's identifier (its model ships inside the wheel); lines with
                      fewer than `min_chars` letters are not judged (too short to tell)
+    score            (when given its models) the `drop` share of the pairs kept so far that a
+                     forward and a reverse model find least likely to be translations: dual
+                     conditional cross-entropy (`aiayn.data.scoring`), which catches misaligned pairs
 
 Rules run in that order and a pair is counted under the first that removes it. Only the train split
 is cleaned (BLEU scores valid and test whole); the length and ratio limits stay prepare's `Filters`.
 Nothing is dropped silently: DATA/cleaning/reasons.npy gives every staged train pair's fate (0 kept,
 else the rule's number in RULES, from 1), and DATA/cleaning/RULE.tsv holds the first `sample` pairs
 each rule removed (source name, pair number within that source, source text, target text). The
-decisions need 17 bytes a pair (two 8-byte hashes and a flag), read in one pass over the staged text.
+decisions need 17 bytes a pair (two 8-byte hashes and a flag), read in one pass over the staged text;
+the score rule a second pass and 4 bytes a pair (DATA/cleaning/scores.npy).
 """
 
 from __future__ import annotations
@@ -32,60 +36,113 @@ from tqdm import tqdm
 
 from aiayn.errors import AiaynError
 
-RULES = ("duplicates", "near_duplicates", "copies", "language")
+DEFAULT_RULES = ("duplicates", "near_duplicates", "copies", "language")  # `--clean`, `clean: true`
+RULES = (*DEFAULT_RULES, "score")
 RULE_REASONS = {
     "duplicates": "the same pair occurs earlier in the train text (whitespace collapsed)",
     "near_duplicates": "the same pair occurs earlier once case, punctuation and spaces are ignored",
     "copies": "the target is the source (case and spaces ignored)",
     "language": "the source or the target is not in its language (py3langid)",
+    "score": "among the worst-scored by dual conditional cross-entropy (a forward and a reverse model)",
 }
 CLEANING_DIR = "cleaning"
 TAG = re.compile(r"^>>[A-Za-z0-9_-]+<< ")  # a target-language tag (aiayn.data.recipe)
 REASONS_FILE = "reasons.npy"
+SCORES_FILE = "scores.npy"  # the score rule's score of every staged train pair (NaN: not scored)
+DEFAULT_DROP = 0.1
+
+
+@dataclass(frozen=True)
+class Score:
+    """The score rule's models (model directories) and the share of the scored pairs it removes."""
+
+    forward: Path
+    reverse: Path
+    drop: float = DEFAULT_DROP
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "forward", Path(self.forward))
+        object.__setattr__(self, "reverse", Path(self.reverse))
+        drop = self.drop
+        if isinstance(drop, bool) or not isinstance(drop, int | float) or not 0 < drop < 1:
+            raise AiaynError(
+                f"the score rule's drop must be a share between 0 and 1 (exclusive), got {drop!r}"
+            )
+
+    @classmethod
+    def parse(cls, value: Any, folder: Path) -> Score:
+        """A recipe's `clean: {score: {forward: DIR, reverse: DIR, drop: 0.1}}`, paths relative to
+        the recipe's `folder`."""
+        if not isinstance(value, dict) or set(value) - {"forward", "reverse", "drop"}:
+            raise AiaynError(f"score must be a mapping of forward, reverse and drop, got {value!r}")
+        dirs = {}
+        for key in ("forward", "reverse"):
+            if not isinstance(value.get(key), str) or not value[key]:
+                raise AiaynError(f"score.{key} must be a model directory, got {value.get(key)!r}")
+            dirs[key] = folder / value[key]
+        return cls(**dirs, drop=value.get("drop", DEFAULT_DROP))
+
+    def describe(self) -> dict[str, Any]:
+        """meta.json's clean.score (the model directories as absolute paths)."""
+        dirs = {"forward": str(self.forward.resolve()), "reverse": str(self.reverse.resolve())}
+        return {**dirs, "drop": self.drop}
 
 
 @dataclass(frozen=True)
 class Cleaning:
-    """Which rules run, the shortest line (in letters) that language identification judges, and how
-    many removed pairs of each rule are written as a sample."""
+    """Which rules run, the shortest line (in letters) that language identification judges, how
+    many removed pairs of each rule are written as a sample, and the score rule's models and share
+    (given a `score`, the rule runs whether `rules` names it or not)."""
 
-    rules: tuple[str, ...] = RULES
+    rules: tuple[str, ...] = DEFAULT_RULES
     min_chars: int = 20
     sample: int = 100
+    score: Score | None = None
 
     def __post_init__(self) -> None:
         unknown = [r for r in self.rules if r not in RULES]
         if unknown:
             raise AiaynError(f"unknown cleaning rule {unknown[0]!r} (rules: {', '.join(RULES)})")
+        if self.score is not None and "score" not in self.rules:
+            object.__setattr__(self, "rules", (*self.rules, "score"))
         if not self.rules:
             raise AiaynError("give at least one cleaning rule, or no cleaning")
+        if "score" in self.rules and self.score is None:
+            raise AiaynError(
+                "the score rule needs a forward and a reverse model (--score-models FORWARD REVERSE, "
+                "or clean: {score: {forward: DIR, reverse: DIR}})"
+            )
         for name in ("min_chars", "sample"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise AiaynError(f"{name} must be a whole number, 0 or more, got {value!r}")
 
     @classmethod
-    def parse(cls, value: Any) -> Cleaning | None:
-        """A recipe's `clean:` value: absent/false (none), true (every rule), a list of rules, or a
-        mapping {rules: [...], min_chars: N, sample: N}."""
+    def parse(cls, value: Any, folder: Path = Path()) -> Cleaning | None:
+        """A recipe's `clean:` value: absent/false (none), true (the default rules), a list of rules,
+        or a mapping {rules: [...], min_chars: N, sample: N, score: {forward, reverse, drop}} (the
+        score rule's model directories relative to the recipe's `folder`)."""
         if value is None or value is False:
             return None
         if value is True:
             return cls()
         if isinstance(value, list) and all(isinstance(r, str) for r in value):
             return cls(rules=tuple(value))
-        if isinstance(value, dict) and set(value) <= {"rules", "min_chars", "sample"}:
-            rules = value.get("rules", list(RULES))
+        if isinstance(value, dict) and set(value) <= {"rules", "min_chars", "sample", "score"}:
+            rules = value.get("rules", list(DEFAULT_RULES))
             if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
                 raise AiaynError(f"rules must be a list of rule names, got {rules!r}")
-            return cls(tuple(rules), value.get("min_chars", cls.min_chars), value.get("sample", cls.sample))
+            score = Score.parse(value["score"], folder) if "score" in value else None
+            sizes = value.get("min_chars", cls.min_chars), value.get("sample", cls.sample)
+            return cls(tuple(rules), *sizes, score)
         raise AiaynError(
-            f"must be true, a list of rules ({', '.join(RULES)}) or a mapping of rules, min_chars, sample; "
-            f"got {value!r}"
+            f"must be true, a list of rules ({', '.join(RULES)}) or a mapping of rules, min_chars, sample, "
+            f"score; got {value!r}"
         )
 
     def describe(self) -> dict[str, Any]:
-        return {"rules": list(self.rules), "min_chars": self.min_chars, "sample": self.sample}
+        score = {"score": self.score.describe()} if self.score else {}
+        return {"rules": list(self.rules), "min_chars": self.min_chars, "sample": self.sample, **score}
 
 
 def _hash(text: str) -> int:
@@ -177,8 +234,9 @@ def _repeats(keys: np.ndarray) -> np.ndarray:
 def decide(
     pairs: Iterator[tuple[str, str]], n: int, cleaning: Cleaning, check, progress=False, corpus=None
 ) -> np.ndarray:
-    """(n,) uint8: 0 for a kept pair, else 1 + the index in RULES of the first rule that removes it.
-    `corpus` (n,): each pair's source, for a check with a target language per source."""
+    """(n,) uint8: 0 for a kept pair, else 1 + the index in RULES of the first rule that removes it,
+    of every rule but score (`remove_worst` applies it to what they keep). `corpus` (n,): each pair's
+    source, for a check with a target language per source."""
     exact, near, flags = _keys(pairs, n, cleaning.rules, check, progress, corpus)
     fired = {
         "duplicates": _repeats(exact),
@@ -187,10 +245,26 @@ def decide(
         "language": (flags & 2).astype(bool),
     }
     reasons = np.zeros(n, dtype=np.uint8)
-    for rule in reversed(RULES):  # the first rule in RULES order wins
+    for rule in reversed(DEFAULT_RULES):  # the first rule in RULES order wins
         if rule in cleaning.rules:
             reasons[fired[rule]] = RULES.index(rule) + 1
     return reasons
+
+
+def remove_worst(reasons: np.ndarray, scores: np.ndarray, drop: float) -> None:
+    """The score rule, last: the `drop` share of the scored pairs (those kept by the other rules,
+    the others NaN in `scores` (n,)) with the highest scores get its reason in `reasons` (n,)."""
+    reasons[worst(scores, drop)] = RULES.index("score") + 1
+
+
+def worst(scores: np.ndarray, drop: float) -> np.ndarray:
+    """(n,) bool: the round(drop * m) highest of the m scored (non-NaN) pairs; among equal scores the
+    earlier pair goes first."""
+    scored = np.flatnonzero(~np.isnan(scores))
+    k = round(drop * len(scored))
+    removed = np.zeros(len(scores), dtype=bool)
+    removed[scored[np.argsort(-scores[scored], kind="stable")[:k]]] = True
+    return removed
 
 
 def write_samples(

@@ -18,7 +18,8 @@ run removes what it left, never a live run's); a finished directory is left alon
 
 Data directory: meta.json, spm.model, spm.vocab, {split}.{src,tgt}.bin, {split}.index.npz and
 raw/{split}.{src,tgt} for split in train, valid, test; from a recipe, train.corpus.npy (each train
-pair's source, `mixing`); cleaned, cleaning/reasons.npy and cleaning/RULE.tsv.
+pair's source, `mixing`); cleaned, cleaning/reasons.npy and cleaning/RULE.tsv (and with the score rule
+cleaning/scores.npy).
 """
 
 from __future__ import annotations
@@ -247,6 +248,7 @@ def prepare(
     if isinstance(vocabulary, Tokenizer):
         _check_tag_pieces(vocabulary, _tags(corpus))
     check = _language_check(corpus, meta, clean)  # a missing identifier fails before any work
+    scorer = _scorer(corpus, meta, clean)  # so do the score rule's models
     if not force and DataDir(out).prepared:
         _check_same_corpus(out, meta)
     if workers is not None and workers < 1:
@@ -254,8 +256,9 @@ def prepare(
     with building(out, force) as work:
         if work is not None:
             _check_space(work, corpus)
+            judges = check, scorer
             built = _build(
-                work, corpus, vocabulary, filters, seed, skip_bad_lines, progress, clean, check, workers
+                work, corpus, vocabulary, filters, seed, skip_bad_lines, progress, clean, judges, workers
             )
             meta.update(built)
             DataDir(work).write_meta(meta)
@@ -296,6 +299,24 @@ def _language_check(corpus, meta: dict, clean: Cleaning | None) -> rules.Languag
     if isinstance(corpus, Recipe) and corpus.tags:
         targets = [corpus.target_language(s) for s in corpus.sources]
     return rules.LanguageCheck(meta["src_lang"], targets, clean.min_chars)
+
+
+_PLACEHOLDERS = {"src_lang": "src", "tgt_lang": "tgt"}  # `_languages` of files without a suffix: unknown
+
+
+def _scorer(corpus, meta: dict, clean: Cleaning | None):
+    """The score rule's two models (`aiayn.data.scoring`), loaded and checked, or None."""
+    if clean is None or clean.score is None:
+        return None
+    if isinstance(corpus, Recipe) and corpus.tags:
+        raise AiaynError(
+            "the score rule scores one language pair; a recipe with tags: true has several "
+            "(prepare each pair's corpora with it apart, or leave score out)"
+        )
+    from aiayn.data.scoring import Scorer
+
+    src, tgt = (None if meta[k] == default else meta[k] for k, default in _PLACEHOLDERS.items())
+    return Scorer(clean.score.forward, clean.score.reverse, src, tgt)
 
 
 def _check_same_corpus(out: Path, wanted: dict) -> None:
@@ -479,11 +500,15 @@ def _stage(work: Path, corpus, counts: dict, seed: int, skip: bool, progress: bo
             stage.close()
 
 
-def _clean(work: Path, sources: Sources, clean: Cleaning, check, counts: dict, progress: bool) -> None:
+def _clean(work: Path, sources: Sources, clean: Cleaning, judges, counts: dict, progress: bool) -> None:
     """Apply the cleaning rules to the staged train pairs: counted by rule and source, a sample of
-    each rule's removals and every pair's fate in work/cleaning/, the rest staged again."""
-    stage, n = work / "stage", len(sources.corpus)
+    each rule's removals and every pair's fate in work/cleaning/, the rest staged again. `judges`:
+    the language rule's check and the score rule's scorer (each None when its rule is not asked for)."""
+    (check, scorer), stage, n = judges, work / "stage", len(sources.corpus)
     reasons = rules.decide(staged_pairs(stage, "train"), n, clean, check, progress, sources.corpus)
+    if scorer is not None:  # second pass: the pairs the other rules kept
+        scores = scorer.scores(staged_pairs(stage, "train"), reasons == 0, progress)  # (n,) float32
+        rules.remove_worst(reasons, scores, clean.score.drop)
     rules.write_samples(
         work / rules.CLEANING_DIR,
         reasons,
@@ -492,6 +517,8 @@ def _clean(work: Path, sources: Sources, clean: Cleaning, check, counts: dict, p
         sources.corpus,
         clean.sample,
     )
+    if scorer is not None:
+        np.save(work / rules.CLEANING_DIR / rules.SCORES_FILE, scores)
     for i, rule in enumerate(rules.RULES, start=1):
         counts[rule] += int((reasons == i).sum())
         sources.count(rule, reasons == i)
@@ -508,10 +535,11 @@ def _build(
     skip: bool,
     progress,
     clean,
-    check,
+    judges,
     workers: int | None = None,
 ) -> dict:
-    """Stage, clean, train (or reuse) the vocabulary, encode; -> the meta.json entries of the result."""
+    """Stage, clean, train (or reuse) the vocabulary, encode; -> the meta.json entries of the result.
+    `judges`: (language check, scorer) of the cleaning rules that need them."""
     (work / "stage").mkdir()
     (work / RAW_DIR).mkdir()
     counts = {split: {"read": 0, **dict.fromkeys(DROP_REASONS, 0)} for split in SPLITS}
@@ -519,7 +547,7 @@ def _build(
     if counts["train"]["read"] == sum(v for k, v in counts["train"].items() if k != "read"):
         raise AiaynError("no training pairs left: every train line was empty or bad")
     if clean is not None:
-        _clean(work, sources, clean, check, counts["train"], progress)
+        _clean(work, sources, clean, judges, counts["train"], progress)
         if len(sources.corpus) == 0:
             removed = ", ".join(
                 f"{rule} {counts['train'][rule]:,}" for rule in rules.RULES if counts["train"][rule]

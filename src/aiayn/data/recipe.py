@@ -13,7 +13,8 @@ OpusTrainer's mixing):
         weight: 0.5          # each epoch draws half of its pairs (a new half each epoch)
     valid: {src: dev.es, tgt: dev.en}  # optional: else the first source's (a built-in's own
     test: {tsv: test.tsv}              #   valid/test, or split off its files with the seed)
-    clean: true     # or a list of rules: duplicates, near_duplicates, copies, language
+    clean: true     # or a list of rules: duplicates, near_duplicates, copies, language, or
+                    # {rules: [...], score: {forward: DIR, reverse: DIR, drop: 0.1}} (the score rule)
 
 Many target languages in one model (`tags: true`): each source's target language (a built-in
 corpus's own, or the entry's `tgt_lang`) is written before each of its sources as `>>de<<`, the
@@ -208,7 +209,7 @@ def load_recipe(path: str | Path) -> Recipe:
             raise _fail(path, split, "must be a mapping of src/tgt or tsv files")
         held[split] = _files(path, split, entry) if entry else PairFiles()
     try:
-        clean = Cleaning.parse(data.get("clean"))
+        clean = Cleaning.parse(data.get("clean"), path.parent)
     except AiaynError as err:
         raise _fail(path, "clean", str(err)) from None
     tags = data.get("tags", False)
