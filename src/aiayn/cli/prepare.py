@@ -21,7 +21,8 @@ _USAGE = """%(prog)s [-h] --out DATA_DIR
        [--test-src F --test-tgt F | --test-tsv F]
        [--src-lang SRC_LANG] [--tgt-lang TGT_LANG] [--vocab-size VOCAB_SIZE] [--spm F]
        [--max-len MAX_LEN] [--max-ratio MAX_RATIO] [--train-limit N] [--seed SEED]
-       [--clean] [--workers WORKERS] [--force] [--skip-bad-lines] [--no-progress]"""
+       [--clean] [--score-models FORWARD REVERSE] [--score-drop SHARE]
+       [--workers WORKERS] [--force] [--skip-bad-lines] [--no-progress]"""
 _HELD_OUT = tuple(f"{split}_{kind}" for split in ("valid", "test") for kind in ("src", "tgt", "tsv"))
 
 
