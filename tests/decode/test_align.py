@@ -1,5 +1,5 @@
 """Decoding controls through the Translator on the toy word-for-word model: prefixes, constraints,
-sampling, ensembles, word alignments and documents."""
+sampling, word alignments and documents."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import pytest
 
 from aiayn.config import SamplingConfig
 from aiayn.decode.align import replace_unknown, word_index
-from aiayn.decode.ensemble import check_shared_vocabulary
 from aiayn.decode.texts import translate_document, translate_texts
-from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from toy_translation import toy_pairs
 
@@ -75,24 +73,6 @@ def test_sampling_is_reproducible_and_independent_of_batching(translator):
     assert [[t.text for t in ts] for ts in c] != [[t.text for t in ts] for ts in a]
     d = translator.translate_batch(texts, sample=s, n_best=3, beam_size=1)  # samples need no beam
     assert [[t.text for t in ts] for ts in d] == [[t.text for t in ts] for ts in a]
-
-
-def test_an_ensemble_of_a_model_with_itself_is_the_model(translator, toy_model_dir):
-    pair = Translator.load([toy_model_dir, toy_model_dir], device="cpu")
-    texts = [s for s, _ in toy_pairs(10, seed=9)]
-    one, two = translator.translate_batch(texts, n_best=2), pair.translate_batch(texts, n_best=2)
-    assert [[t.text for t in ts] for ts in one] == [[t.text for t in ts] for ts in two]
-    for ts, us in zip(one, two, strict=True):
-        assert [t.score for t in ts] == pytest.approx([u.score for u in us], abs=1e-4)
-
-
-def test_an_ensemble_needs_one_vocabulary():
-    specials = [(0, 2, 3, 2)] * 2
-    check_shared_vocabulary(["a", "b"], [["x", "y"], ["x", "y"]], specials)
-    with pytest.raises(AiaynError, match=r"^b: its vocabulary differs from a's \(id 1 is 'z', not 'y'\)"):
-        check_shared_vocabulary(["a", "b"], [["x", "y"], ["x", "z"]], specials)
-    with pytest.raises(AiaynError, match="b: special token ids"):
-        check_shared_vocabulary(["a", "b"], [["x"], ["x"]], [(0, 2, 3, 2), (1, 2, 3, 2)])
 
 
 def alignment_error_rate(found: list[set], gold: list[set]) -> float:
