@@ -14,7 +14,6 @@ import sacrebleu
 import torch
 
 from aiayn.cli import main
-from aiayn.decode.stream import read_chunks
 from toy_translation import toy_pairs
 
 
@@ -72,14 +71,6 @@ def test_translate_streams_stdin_to_stdout_in_a_subprocess(toy_model_dir, tmp_pa
     out = proc.stdout.split("\n")
     assert len(out) - 1 == len(lines) and out[5] == ""
     assert "warning: <stdin>:7: 1501 tokens, over the limit of 1024: translated in 2 parts" in proc.stderr
-
-
-def test_read_chunks_keeps_order_and_reports_bad_utf8():
-    data = io.BytesIO(b"a\nb\r\n\nc")
-    assert [x for chunk in read_chunks(data, max_lines=2) for x in chunk] == ["a", "b", "", "c"]
-    chunks = read_chunks(io.BytesIO(b"ok\n\xff\xfe\n"), name="in.txt")
-    with pytest.raises(Exception, match=r"in.txt:2: invalid UTF-8"):
-        list(chunks)
 
 
 def test_translate_errors_are_one_line(toy_model_dir, tmp_path, capsys):
