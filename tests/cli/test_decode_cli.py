@@ -14,6 +14,7 @@ import sacrebleu
 import torch
 
 from aiayn.cli import main
+from aiayn.decode.texts import translate_texts
 from toy_translation import toy_pairs
 
 
@@ -30,7 +31,7 @@ def test_translate_file_to_file_keeps_order_and_empty_lines(toy_model_dir, tmp_p
     assert out[3] == "" and out[4] == ""
     from aiayn.decode.translator import Translator
 
-    expected = Translator.load(toy_model_dir, "cpu").translate(lines)
+    expected = translate_texts(Translator.load(toy_model_dir, "cpu"), lines)
     assert out[:-1] == expected
 
 
@@ -272,19 +273,3 @@ def test_a_full_standard_output_is_one_line(toy_model_dir):
     err = proc.stderr.strip()
     assert proc.returncode == 1 and len(err.splitlines()) == 1, err
     assert err.startswith("aiayn translate: error:") and "No space left on device" in err, err
-
-
-@pytest.mark.parametrize("command", ["translate", "evaluate"])
-def test_max_tokens_is_the_deprecated_spelling_of_batch_tokens(command, capsys):
-    """--batch-tokens is DecodeConfig.batch_tokens; --max-tokens (train's word for another thing)
-    still works in translate and evaluate and says, in one line, that it is deprecated."""
-    from aiayn.cli import build_parser
-    from aiayn.cli.decoding import decode_config
-
-    parser = build_parser()
-    assert decode_config(parser.parse_args([command, "M", "--batch-tokens", "77"])).batch_tokens == 77
-    assert capsys.readouterr().err == ""
-    assert decode_config(parser.parse_args([command, "M", "--max-tokens", "66"])).batch_tokens == 66
-    err = capsys.readouterr().err
-    assert err == f"aiayn {command}: --max-tokens is deprecated; use --batch-tokens\n"
-    assert "--max-tokens" not in parser.parse_args([command, "M"]).subcommands[command].format_help()

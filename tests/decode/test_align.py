@@ -1,5 +1,5 @@
 """Decoding controls through the Translator on the toy word-for-word model: prefixes, constraints,
-sampling, word alignments and documents."""
+sampling and word alignments."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from aiayn.config import SamplingConfig
 from aiayn.decode.align import replace_unknown, word_index
-from aiayn.decode.texts import translate_document, translate_texts
+from aiayn.decode.texts import translate_texts
 from aiayn.errors import AiaynError
 from toy_translation import toy_pairs
 
@@ -117,13 +117,6 @@ def test_replace_unk_alone_adds_no_alignment_to_the_output(translator):
     assert [ts[0].alignment for ts in replaced] == [None, None]
     assert [ts[0].text for ts in replaced] == [ts[0].text for ts in plain]
     assert all(ts[0].alignment for ts in both)
-
-
-def test_a_document_keeps_its_paragraphs(translator):
-    doc = "el perro come agua\n\nla luna\n\n\nel sol\n"  # sentence splitting: test_document.py
-    one, two, three = translate_texts(translator, ["el perro come agua", "la luna", "el sol"], beam_size=2)
-    assert translate_document(translator, doc, beam_size=2) == f"{one}\n\n{two}\n\n\n{three}\n"
-    assert one == "the dog eats water"  # the toy translator has learnt its task
 
 
 def test_bad_controls_are_one_line_errors(translator):
