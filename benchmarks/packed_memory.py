@@ -1,7 +1,7 @@
 """What one row's kernel costs in memory (`aiayn.runtime.linear.ONE_ROW`).
 
 A one-row product always takes one kernel, untimed, whose rows' bits do not depend on the row count
-(the native panels since session 25; oneDNN's packed weight before), so that speculative decoding's
+(the native panels; in earlier versions oneDNN's packed weight), so that speculative decoding's
 multi-position pass gives exactly the single steps' logits; every float linear layer then keeps a
 copy of its weight in that layout beside the float one, where otherwise only the layers whose timed
 row classes chose it would. This loads a model directory for translation three times, each in its
