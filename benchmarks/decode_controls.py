@@ -23,6 +23,7 @@ import sacrebleu
 import torch
 
 from aiayn.config import SamplingConfig
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 
 PUNCTUATION = ".,;:!?()’'\""
@@ -31,7 +32,7 @@ PUNCTUATION = ".,;:!?()’'\""
 def timed(translator: Translator, texts: list[str], **options) -> tuple[list[str], float]:
     """(outputs, output tokens per second)."""
     began = time.perf_counter()
-    results = translator.translate(texts, return_scores=True, **options)
+    results = translator.translate_batch(texts, **options)
     seconds = time.perf_counter() - began
     tokens = sum(len(r[0].tokens) for r in results)
     return [r[0].text for r in results], tokens / seconds
@@ -63,7 +64,7 @@ def main() -> None:
     translator = Translator.load(args.model_dir, "cpu")
     pair = Translator.load([args.model_dir, args.model_dir], "cpu")
     longest = [[max(r.split(), key=len).strip(PUNCTUATION)] for r in ref]
-    missed = missing_words(translator.translate(src), ref)
+    missed = missing_words(translate_texts(translator, src), ref)
     runs = {
         "beam 4": (translator, {}),
         "beam 4 + prefix (first reference word)": (translator, {"prefix": [r.split()[0] for r in ref]}),

@@ -79,7 +79,7 @@ def aiayn_rows(model_dir: Path, texts: list[str]) -> tuple[dict[str, list[list[i
     }
     out, capped = {}, {}
     for name, options in settings.items():
-        best = [t[0].tokens for t in translator.translate(texts, return_scores=True, **options)]
+        best = [t[0].tokens for t in translator.translate_batch(texts, **options)]
         out[name] = [to_export[tokens].tolist() for tokens in best]
         capped[name] = sum(len(tokens) >= cap for tokens, cap in zip(best, caps, strict=True))
     return out, capped

@@ -13,6 +13,8 @@ import re
 import warnings
 from pathlib import Path
 
+from aiayn.decode.bundle import ModelBundle
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 
 
@@ -38,9 +40,8 @@ def main() -> None:
     args = parser.parse_args()
     split = Translator.load(args.model, device="cpu")
     longest = split.info["longest_source"]
-    whole = Translator(
-        split.model, split.tokenizer, {k: v for k, v in split.info.items() if k != "longest_source"}
-    )
+    info = {k: v for k, v in split.info.items() if k != "longest_source"}
+    whole = Translator(ModelBundle([split.bundle.model], split.tokenizer, info))
     lines = Path(args.data, "raw", "test.src").read_text(encoding="utf-8").splitlines()
     plain = [re.sub(r"[.;:!?]", "", line) for line in lines if line.strip()]  # nothing to split at
     words = lambda texts, outs: sum(len(o.split()) for o in outs) / sum(len(t.split()) for t in texts)  # noqa: E731
@@ -49,7 +50,10 @@ def main() -> None:
         texts, start = joined(plain, split, factor * longest, args.texts, start)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the split's warning for each text
-            outs_whole, outs_split = whole.translate(texts, beam_size=1), split.translate(texts, beam_size=1)
+            outs_whole, outs_split = (
+                translate_texts(whole, texts, beam_size=1),
+                translate_texts(split, texts, beam_size=1),
+            )
         ratios = f"whole {words(texts, outs_whole):.2f}, split {words(texts, outs_split):.2f}"
         print(f"{factor}x {longest} tokens: {ratios}")
 

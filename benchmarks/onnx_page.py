@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 from aiayn.interop.onnx_export import export_onnx
 
@@ -68,9 +69,9 @@ def main() -> None:
     lines = [line.strip() for line in source.read_text().splitlines() if line.strip()][: args.sentences]
     torch.set_num_threads(args.threads)
     translator = Translator.load(args.model, device="cpu")
-    translator.translate(lines[:2], beam_size=1)  # warm-up
+    translate_texts(translator, lines[:2], beam_size=1)  # warm-up
     start = time.perf_counter()
-    ours = translator.translate(lines, beam_size=1)
+    ours = translate_texts(translator, lines, beam_size=1)
     aiayn_s = time.perf_counter() - start
     print(f"{len(lines)} sentences of {source}; aiayn greedy ({args.threads} threads): "
           f"{len(lines) / aiayn_s:.1f} sentences/s")  # fmt: skip

@@ -1,7 +1,7 @@
 """What one row's kernel costs in memory (`aiayn.runtime.linear.ONE_ROW`).
 
 A one-row product always takes one kernel, untimed, whose rows' bits do not depend on the row count
-(the native panels since session 25; oneDNN's packed weight before), so that speculative decoding's
+(the native panels; in earlier versions oneDNN's packed weight), so that speculative decoding's
 multi-position pass gives exactly the single steps' logits; every float linear layer then keeps a
 copy of its weight in that layout beside the float one, where otherwise only the layers whose timed
 row classes chose it would. This loads a model directory for translation three times, each in its
@@ -25,21 +25,22 @@ WORKER = r"""
 import json, resource, sys, time
 import torch
 import aiayn.runtime.linear as linear
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 model, source, n, threads, one_row = sys.argv[1:6]
 torch.set_num_threads(int(threads))
 linear.ONE_ROW = None if one_row == "timed" else one_row
 texts = open(source, encoding="utf-8").read().splitlines()[: int(n)]
 t = Translator.load(model, device="cpu")
-packed = sum(c.numel() * 4 for m in t.model.modules() if isinstance(m, linear.PackedLinear)
+packed = sum(c.numel() * 4 for m in t.bundle.model.modules() if isinstance(m, linear.PackedLinear)
              for c in (m.packed, m.panels) if c is not None)
 rss = lambda: int(open("/proc/self/statm").read().split()[1]) * 4096
 loaded = rss()
 start = time.perf_counter()
-single = [t.translate([s], beam_size=1)[0] for s in texts]
+single = [translate_texts(t, [s], beam_size=1)[0] for s in texts]
 one = time.perf_counter() - start
 start = time.perf_counter()
-t.translate(texts, beam_size=1)
+translate_texts(t, texts, beam_size=1)
 whole = time.perf_counter() - start
 words = sum(len(s.split()) for s in single)
 print(json.dumps({"packed_mb": packed / 2**20, "loaded_mb": loaded / 2**20,

@@ -35,9 +35,7 @@ def translate(translator: Translator, texts: list[str], beam: int, batch: int, s
     """-> (seconds, output tokens, the hypotheses)."""
     began, found = time.perf_counter(), []
     for i in range(0, len(texts), batch):
-        found += translator.translate(
-            texts[i : i + batch], beam_size=beam, return_scores=True, shortlist=shortlist
-        )
+        found += translator.translate_batch(texts[i : i + batch], beam_size=beam, shortlist=shortlist)
     hyps = [[(h.tokens, h.score, h.log_prob) for h in hs] for hs in found]
     return time.perf_counter() - began, sum(len(hs[0][0]) for hs in hyps), hyps
 

@@ -22,6 +22,7 @@ import torch
 from aiayn.config import DecodeConfig
 from aiayn.data.datadir import DataDir
 from aiayn.decode import shortlist as shortlist_module
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 from aiayn.evaluate.bleu import score_texts
 
@@ -41,7 +42,7 @@ def aiayn_row(model: Path, sources, options: DecodeConfig, int8: bool, native: b
             self, m, kept, False
         )
     try:
-        out, seconds = timed(lambda texts: translator.translate(texts, options), sources)
+        out, seconds = timed(lambda texts: translate_texts(translator, texts, options), sources)
     finally:
         if not native:
             shortlist_module.KeptOutput.__init__ = original
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_ct2:
         rows.update(ct2_rows(args.model, sources, args.beam, args.batch_tokens, args.threads))
     translator = Translator.load(args.model, device="cpu")
-    kept = [len(translator.shortlist.kept(torch.tensor([ids]))) for ids in translator.encode(sources[:200])]
+    shortlist = translator.bundle.shortlist
+    kept = [len(shortlist.kept(torch.tensor([ids]))) for ids in translator.encode(sources[:200])]
     vocab, mean = translator.config.vocab_size, sum(kept) / len(kept)
     print(f"{len(sources)} sentences, beam {args.beam}, {args.batch_tokens} tokens a batch")
     print(f"{args.threads} threads, vocabulary {vocab}")

@@ -35,8 +35,8 @@ def run(translator: Translator, texts: list[str], per_call: int, **options) -> t
     outputs: list[list[int]] = []
     began = time.perf_counter()
     for i in range(0, len(texts), per_call):
-        found = translator.translate(
-            texts[i : i + per_call], beam_size=1, return_scores=True, batch_tokens=10**9, **options
+        found = translator.translate_batch(
+            texts[i : i + per_call], beam_size=1, batch_tokens=10**9, **options
         )
         outputs += [t[0].tokens for t in found]
     seconds = time.perf_counter() - began

@@ -36,6 +36,7 @@ import torch
 
 from aiayn.config import DecodeConfig
 from aiayn.data.datadir import DataDir
+from aiayn.decode.texts import translate_texts
 from aiayn.evaluate.bleu import score_texts
 
 WARM_UP = 16  # sentences translated before timing
@@ -90,7 +91,7 @@ def aiayn_system(system: System, args: argparse.Namespace):
     draft = args.student if system.draft else None
     translator = Translator.load(model, device="cpu", int8=system.int8, draft=draft)
     options = DecodeConfig(beam_size=system.beam, batch_tokens=args.batch_tokens, shortlist=system.shortlist)
-    return lambda texts: translator.translate(texts, options)
+    return lambda texts: translate_texts(translator, texts, options)
 
 
 def ct2_system(system: System, args: argparse.Namespace, work: Path):

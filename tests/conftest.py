@@ -145,3 +145,18 @@ def fake_clock(monkeypatch):
 
         monkeypatch.setattr(cls, "_update", ticking)
     return now
+
+
+@pytest.fixture(scope="session")
+def shortlisted(toy_model_dir, tmp_path_factory) -> tuple[Path, Path]:
+    """A copy of the toy model with a real shortlist (3 candidates, 2 frequent), and its data (the
+    toy task in its vocabulary); tests that change either change a copy."""
+    from aiayn.apps.shortlist import build_shortlist
+    from toy_translation import write_toy_data_dir
+
+    root = tmp_path_factory.mktemp("shortlist")
+    model = root / "model"
+    shutil.copytree(toy_model_dir, model)
+    data = write_toy_data_dir(root / "data", model / "spm.model")
+    build_shortlist(model, data, k=3, frequent=2, progress=False)
+    return model, data

@@ -1,20 +1,19 @@
 """aiayn.config, all in one place: ModelConfig presets (the models of configs/*.yaml, shipped with aiayn),
-validation and serialisation (key=value overrides: test_overrides.py); and the one DecodeConfig
-(issue 17 item 1), whose defaults (the paper's section 6.1) are the only ones: the CLI, the
-server's schema and Translator.translate start from it."""
+validation and serialisation (key=value overrides: test_overrides.py); and the one DecodeConfig,
+whose defaults (the paper's section 6.1) are the only ones: the CLI, the server's schema and
+Translator.translate_batch start from it."""
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from aiayn.cli.decoding import add_search_options, decode_config
 from aiayn.config import ConfigError, DecodeConfig, ModelConfig, RunConfig, TrainConfig
 from aiayn.configs import PRESETS, config_path, names
+from aiayn.decode.texts import translate_texts
 from aiayn.overrides import apply_overrides
 from aiayn.serve.schemas import StreamRequest, TranslateRequest
 
@@ -131,33 +130,6 @@ def test_head_sizes_are_d_model_over_h_unless_both_are_set():
     assert apply_overrides([ModelConfig()], ["d_k=32"])[0].key_dim == 32
 
 
-def test_the_cli_flags_default_to_decode_config():
-    parser = argparse.ArgumentParser()
-    add_search_options(parser)
-    assert decode_config(parser.parse_args([])) == DecodeConfig()
-    args = parser.parse_args(["--beam", "6", "--alpha", "1.0", "--length-penalty-style", "fairseq"])
-    assert decode_config(args, n_best=2) == DecodeConfig(
-        beam_size=6, alpha=1.0, length_penalty_style="fairseq", n_best=2
-    )
-
-
-def test_flags_left_out_keep_the_base_search():
-    """The flags change a base field by field: DecodeConfig(), or the parsing search of section 6.3."""
-    from aiayn.parse.parser import PARSE_DECODE
-
-    parser = argparse.ArgumentParser()
-    add_search_options(parser)
-    parsing = DecodeConfig(**PARSE_DECODE)
-    assert decode_config(parser.parse_args([]), base=parsing) == parsing
-    args = parser.parse_args(["--beam", "5", "--batch-tokens", "99"])
-    assert decode_config(args, base=parsing) == parsing.replace(beam_size=5, batch_tokens=99)
-    with pytest.raises(ConfigError, match="n_best=7 must be between 1 and beam_size=5"):
-        decode_config(args, n_best=7)
-    args.sample = True  # n_best samples need no beam: --beam stays as given, unused
-    sampled = decode_config(args, n_best=7)
-    assert (sampled.sampling, sampled.n_best, sampled.beam_size) == (True, 7, 5)
-
-
 def test_sampling_defaults_are_sampling_config_s(toy_model_dir):
     from aiayn.cli import _controls, build_parser
     from aiayn.config import SamplingConfig
@@ -190,10 +162,12 @@ def test_translate_takes_a_config_or_its_fields(toy_model_dir):
     translator = Translator.load(toy_model_dir, device="cpu")
     texts = ["el perro come", "la casa grande"]
     options = DecodeConfig(beam_size=2, alpha=1.0)
-    assert translator.translate(texts, options) == translator.translate(texts, beam_size=2, alpha=1.0)
-    assert translator.translate(texts) == translator.translate(texts, DecodeConfig())
+    assert translate_texts(translator, texts, options) == translate_texts(
+        translator, texts, beam_size=2, alpha=1.0
+    )
+    assert translate_texts(translator, texts) == translate_texts(translator, texts, DecodeConfig())
     with pytest.raises(ConfigError, match="beams: not a DecodeConfig field"):
-        translator.translate(texts, beams=2)
+        translate_texts(translator, texts, beams=2)
 
 
 CONFIGS = Path(__file__).parent.parent / "configs"

@@ -1,16 +1,17 @@
-"""`aiayn backtranslate`: monolingual text through a reverse model into a corpus prepare takes."""
+"""Back-translation (aiayn.apps.backtranslate): monolingual text through a reverse model into
+a corpus prepare takes."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from tests.toy import toy_pairs
 
 from aiayn.apps import backtranslate as bt
-from aiayn.cli import main
 from aiayn.config import DecodeConfig, SamplingConfig
+from aiayn.decode.texts import translate_texts
 from aiayn.errors import AiaynError
+from toy import toy_pairs
 
 BEAM = bt.BackTranslation(DecodeConfig(beam_size=2), None)
 
@@ -27,8 +28,8 @@ def test_beam_back_translation_is_the_reverse_models_translation(toy_model_dir, 
     path, lines = text
     out = bt.backtranslate(toy_model_dir, path, tmp_path / "bt", BEAM, device="cpu", chunk=7, progress=False)
     # the toy model translates es -> en: as a reverse model its outputs are the forward sources
-    assert (out / "bt.en").read_text(encoding="utf-8").splitlines() == translator.translate(
-        lines, beam_size=2
+    assert (out / "bt.en").read_text(encoding="utf-8").splitlines() == translate_texts(
+        translator, lines, beam_size=2
     )
     assert (out / "bt.es").read_text(encoding="utf-8").splitlines() == lines
     meta = json.loads((out / "meta.json").read_text())
@@ -68,49 +69,6 @@ def test_a_finished_out_is_reused_only_for_the_same_inputs(toy_model_dir, text, 
     assert bt.backtranslate(toy_model_dir, path, out, BEAM, device="cpu", progress=False) == out
     with pytest.raises(AiaynError, match="another model, text or search"):
         bt.backtranslate(toy_model_dir, path, out, bt.BackTranslation(DecodeConfig(beam_size=3), None))
-
-
-def test_bad_input_is_one_line(toy_model_dir, tmp_path, capsys):
-    (tmp_path / "empty.es").write_text("\n\n")
-    (tmp_path / "bad.es").write_bytes(b"uno\n\xff dos\n")
-    for text, message in (
-        ("empty.es", "no non-empty lines"),
-        ("bad.es", "bad.es:2: invalid UTF-8"),
-        ("no.es", "no.es"),
-    ):
-        code = main(
-            [
-                "backtranslate",
-                str(toy_model_dir),
-                str(tmp_path / text),
-                "--out",
-                str(tmp_path / "o"),
-                "--no-progress",
-            ]
-        )
-        err = capsys.readouterr().err.strip()
-        assert code == 2 and message in err and "\n" not in err
-    assert main(["backtranslate", str(tmp_path), str(tmp_path / "bad.es"), "--out", str(tmp_path / "o")]) == 2
-    assert "not a model directory" in capsys.readouterr().err
-
-
-def test_the_command_line_writes_a_corpus_prepare_takes(toy_model_dir, text, tmp_path, capsys):
-    from aiayn.data.datadir import DataDir
-    from aiayn.data.prepare import prepare
-    from aiayn.data.recipe import load_recipe
-
-    path, _ = text
-    assert (
-        main(["backtranslate", str(toy_model_dir), str(path), "--out", str(tmp_path / "bt"), "--no-progress"])
-        == 0
-    )
-    assert "back-translated" in capsys.readouterr().out
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(
-        "src_lang: en\ntgt_lang: es\nsources:\n  - {name: bt, src: bt/bt.en, tgt: bt/bt.es, weight: 2}\n"
-    )
-    data = prepare(tmp_path / "data", load_recipe(recipe), vocab_size=60, progress=False)
-    assert DataDir(data).meta["sources"][0]["name"] == "bt"
 
 
 def test_parts_of_another_search_are_refused(toy_model_dir, text, tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
-"""`aiayn distill` (aiayn.apps.distill): the distilled data directory holds the teacher's beam-search
+"""Distillation (aiayn.apps.distill): the distilled data directory holds the teacher's beam-search
 translations of the training sources in the teacher's vocabulary, an interrupted translation goes
-on from its last finished chunk (a damaged one translated again), a student trains on it, and what
-OUT holds is reused only when this run made it, never replaced when the user did."""
+on from its last finished chunk (a damaged one translated again), and what OUT holds is reused only
+when this run made it, never replaced when the user did."""
 
 import json
 import shutil
@@ -11,9 +11,9 @@ import pytest
 
 from aiayn.apps import distill as distill_app
 from aiayn.apps.distill import distill_data, student_config
-from aiayn.cli import main
 from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.data.datadir import DataDir
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from toy_translation import write_toy_data_dir
@@ -67,7 +67,7 @@ def test_the_targets_are_the_teacher_s_translations(toy_model_dir, toy_data, tmp
     )
     teacher = Translator.load(toy_model_dir, device="cpu")
     sources = original.raw("train", "src").read_text().splitlines()
-    expected = teacher.translate(sources, SEARCH)  # from the text, not the ids: an independent path
+    expected = translate_texts(teacher, sources, SEARCH)  # from the text, not the ids: an independent path
     assert distilled.raw("train", "tgt").read_text().splitlines() == expected
     train, before = distilled.tokens("train"), original.tokens("train")
     assert len(train) == len(before) == 60
@@ -151,27 +151,6 @@ def test_a_resume_with_another_search_is_refused(toy_model_dir, toy_data, tmp_pa
         distill_data([toy_model_dir], toy_data, tmp_path / "out", SEARCH, progress=False)
 
 
-def test_what_the_user_put_at_out_data_is_refused_and_kept(toy_model_dir, toy_data, tmp_path, capsys):
-    mine, victim, parts = tmp_path / "mine" / "data", tmp_path / "victim", tmp_path / "parts" / "data.parts"
-    for directory in (mine, victim, parts):
-        directory.mkdir(parents=True)
-        (directory / "precious.txt").write_text("mine")
-    (tmp_path / "linked").mkdir()
-    (tmp_path / "linked" / "data").symlink_to(victim)
-    cases = {
-        "mine": f"{mine} exists and is not distill's data directory",
-        "linked": f"{tmp_path / 'linked' / 'data'} is a link",
-        "parts": f"{parts / 'precious.txt'} is not distill's",
-    }
-    for out, message in cases.items():
-        argv = ["distill", str(toy_model_dir), str(toy_data), "--out", str(tmp_path / out), "--steps", "1"]
-        assert main([*argv, "--no-progress"]) == 2
-        err = capsys.readouterr().err
-        assert message in err and err.count("\n") == 1
-    for directory in (mine, victim, parts):
-        assert [p.name for p in directory.iterdir()] == ["precious.txt"]
-
-
 def test_out_is_reused_only_as_this_distillation(toy_model_dir, toy_data, finished, tmp_path):
     def out_holding(data, name):
         shutil.copytree(data, tmp_path / name / "data")
@@ -203,25 +182,3 @@ def test_the_student_config():
     assert (student.model.n_layers, student.model.decoder_layers, student.model.d_model) == (3, 1, 256)
     tiny = student_config("unused", preset="tiny", overrides=["n_decoder_layers=2"], steps=7)
     assert tiny.model == ModelConfig.preset("tiny", n_decoder_layers=2) and tiny.train.max_steps == 7
-
-
-def test_distill_on_the_command_line_trains_a_student(toy_model_dir, toy_data, tmp_path, capsys):
-    out = tmp_path / "out"
-    tiny = ["--set", "d_model=32", "--set", "d_ff=64", "--set", "n_heads=2", "--set", "n_layers=2"]
-    argv = ["distill", str(toy_model_dir), str(toy_data), "--out", str(out), "--beam", "2", "--steps", "4"]
-    argv += [*tiny, "--set", "max_tokens=200", "--set", "update_tokens=200", "--set", "save_every=2"]
-    assert main([*argv, "--chunk", "32", "--no-progress"]) == 0
-    assert f"student: {out / 'model'}" in capsys.readouterr().out
-    student = Translator.load(out / "model", device="cpu")
-    assert (student.config.n_layers, student.config.decoder_layers) == (2, 1)
-    assert isinstance(student.translate(["el gato"])[0], str)
-    config = json.loads((out / "model" / "config.json").read_text())
-    assert config["distilled"] == DataDir(out / "data").meta["distilled"]  # what it was trained on
-    shutil.rmtree(out / "data" / "raw")  # a finished OUT/data and OUT/model are reused, not redone
-    assert main([*argv, "--no-progress"]) == 0
-    assert main([*argv, "--set", "d_model=64", "--no-progress"]) == 2
-    assert f"{out / 'model'} is another model (d_model 32, not 64" in capsys.readouterr().err
-    config["distilled"]["teachers"] = ["/elsewhere/model"]
-    (out / "model" / "config.json").write_text(json.dumps(config))
-    assert main([*argv, "--no-progress"]) == 2
-    assert "was not trained on this distillation" in capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from aiayn.cli import main
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 from toy_translation import toy_pairs
 
@@ -98,9 +99,9 @@ def test_sampling_draws_nbest_whatever_the_beam(toy_model_dir, tmp_path):
 
 def test_an_ensemble_on_the_command_line(toy_model_dir, tmp_path):
     lines = [s for s, _ in toy_pairs(6, seed=4)]
-    assert translate([str(toy_model_dir)] * 2, tmp_path, lines) == Translator.load(
-        toy_model_dir, "cpu"
-    ).translate(lines)
+    assert translate([str(toy_model_dir)] * 2, tmp_path, lines) == translate_texts(
+        Translator.load(toy_model_dir, "cpu"), lines
+    )
 
 
 def test_document_mode_keeps_blank_lines(toy_model_dir, tmp_path):

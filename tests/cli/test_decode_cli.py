@@ -14,7 +14,7 @@ import sacrebleu
 import torch
 
 from aiayn.cli import main
-from aiayn.decode.stream import read_chunks
+from aiayn.decode.texts import translate_texts
 from toy_translation import toy_pairs
 
 
@@ -31,7 +31,7 @@ def test_translate_file_to_file_keeps_order_and_empty_lines(toy_model_dir, tmp_p
     assert out[3] == "" and out[4] == ""
     from aiayn.decode.translator import Translator
 
-    expected = Translator.load(toy_model_dir, "cpu").translate(lines)
+    expected = translate_texts(Translator.load(toy_model_dir, "cpu"), lines)
     assert out[:-1] == expected
 
 
@@ -72,14 +72,6 @@ def test_translate_streams_stdin_to_stdout_in_a_subprocess(toy_model_dir, tmp_pa
     out = proc.stdout.split("\n")
     assert len(out) - 1 == len(lines) and out[5] == ""
     assert "warning: <stdin>:7: 1501 tokens, over the limit of 1024: translated in 2 parts" in proc.stderr
-
-
-def test_read_chunks_keeps_order_and_reports_bad_utf8():
-    data = io.BytesIO(b"a\nb\r\n\nc")
-    assert [x for chunk in read_chunks(data, max_lines=2) for x in chunk] == ["a", "b", "", "c"]
-    chunks = read_chunks(io.BytesIO(b"ok\n\xff\xfe\n"), name="in.txt")
-    with pytest.raises(Exception, match=r"in.txt:2: invalid UTF-8"):
-        list(chunks)
 
 
 def test_translate_errors_are_one_line(toy_model_dir, tmp_path, capsys):
@@ -281,19 +273,3 @@ def test_a_full_standard_output_is_one_line(toy_model_dir):
     err = proc.stderr.strip()
     assert proc.returncode == 1 and len(err.splitlines()) == 1, err
     assert err.startswith("aiayn translate: error:") and "No space left on device" in err, err
-
-
-@pytest.mark.parametrize("command", ["translate", "evaluate"])
-def test_max_tokens_is_the_deprecated_spelling_of_batch_tokens(command, capsys):
-    """--batch-tokens is DecodeConfig.batch_tokens; --max-tokens (train's word for another thing)
-    still works in translate and evaluate and says, in one line, that it is deprecated."""
-    from aiayn.cli import build_parser
-    from aiayn.cli.decoding import decode_config
-
-    parser = build_parser()
-    assert decode_config(parser.parse_args([command, "M", "--batch-tokens", "77"])).batch_tokens == 77
-    assert capsys.readouterr().err == ""
-    assert decode_config(parser.parse_args([command, "M", "--max-tokens", "66"])).batch_tokens == 66
-    err = capsys.readouterr().err
-    assert err == f"aiayn {command}: --max-tokens is deprecated; use --batch-tokens\n"
-    assert "--max-tokens" not in parser.parse_args([command, "M"]).subcommands[command].format_help()

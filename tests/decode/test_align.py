@@ -1,5 +1,5 @@
 """Decoding controls through the Translator on the toy word-for-word model: prefixes, constraints,
-sampling, ensembles, word alignments and documents."""
+sampling and word alignments."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import pytest
 
 from aiayn.config import SamplingConfig
 from aiayn.decode.align import replace_unknown, word_index
-from aiayn.decode.ensemble import check_shared_vocabulary
-from aiayn.decode.texts import translate_document, translate_texts
-from aiayn.decode.translator import Translator
+from aiayn.decode.texts import translate_texts
 from aiayn.errors import AiaynError
 from toy_translation import toy_pairs
 
@@ -77,24 +75,6 @@ def test_sampling_is_reproducible_and_independent_of_batching(translator):
     assert [[t.text for t in ts] for ts in d] == [[t.text for t in ts] for ts in a]
 
 
-def test_an_ensemble_of_a_model_with_itself_is_the_model(translator, toy_model_dir):
-    pair = Translator.load([toy_model_dir, toy_model_dir], device="cpu")
-    texts = [s for s, _ in toy_pairs(10, seed=9)]
-    one, two = translator.translate_batch(texts, n_best=2), pair.translate_batch(texts, n_best=2)
-    assert [[t.text for t in ts] for ts in one] == [[t.text for t in ts] for ts in two]
-    for ts, us in zip(one, two, strict=True):
-        assert [t.score for t in ts] == pytest.approx([u.score for u in us], abs=1e-4)
-
-
-def test_an_ensemble_needs_one_vocabulary():
-    specials = [(0, 2, 3, 2)] * 2
-    check_shared_vocabulary(["a", "b"], [["x", "y"], ["x", "y"]], specials)
-    with pytest.raises(AiaynError, match=r"^b: its vocabulary differs from a's \(id 1 is 'z', not 'y'\)"):
-        check_shared_vocabulary(["a", "b"], [["x", "y"], ["x", "z"]], specials)
-    with pytest.raises(AiaynError, match="b: special token ids"):
-        check_shared_vocabulary(["a", "b"], [["x"], ["x"]], [(0, 2, 3, 2), (1, 2, 3, 2)])
-
-
 def alignment_error_rate(found: list[set], gold: list[set]) -> float:
     """AER (Och and Ney, 2003) with every gold link sure: 1 - 2|A & S| / (|A| + |S|)."""
     hits = sum(len(a & s) for a, s in zip(found, gold, strict=True))
@@ -137,13 +117,6 @@ def test_replace_unk_alone_adds_no_alignment_to_the_output(translator):
     assert [ts[0].alignment for ts in replaced] == [None, None]
     assert [ts[0].text for ts in replaced] == [ts[0].text for ts in plain]
     assert all(ts[0].alignment for ts in both)
-
-
-def test_a_document_keeps_its_paragraphs(translator):
-    doc = "el perro come agua\n\nla luna\n\n\nel sol\n"  # sentence splitting: test_document.py
-    one, two, three = translate_texts(translator, ["el perro come agua", "la luna", "el sol"], beam_size=2)
-    assert translate_document(translator, doc, beam_size=2) == f"{one}\n\n{two}\n\n\n{three}\n"
-    assert one == "the dog eats water"  # the toy translator has learnt its task
 
 
 def test_bad_controls_are_one_line_errors(translator):

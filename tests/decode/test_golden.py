@@ -69,7 +69,7 @@ def cases() -> dict[str, tuple[list[str], dict]]:
 def outputs(translators: dict[tuple[str, ...], Translator], name: str) -> list[list[dict]]:
     """Case `name`'s translations of TEXTS: per text, its hypotheses as plain dicts."""
     models, kwargs = cases()[name]
-    found = translators[tuple(models)].translate(TEXTS, return_scores=True, **kwargs)
+    found = translators[tuple(models)].translate_batch(TEXTS, **kwargs)
     return [
         [
             dict(

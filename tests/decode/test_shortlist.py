@@ -8,27 +8,16 @@ import shutil
 import pytest
 import torch
 
-from aiayn.apps.shortlist import build_shortlist
 from aiayn.cli import main
 from aiayn.decode.shortlist import SHORTLIST_FILE, TENSORS, KeptOutput, Shortlist, read_shortlist, write_vmap
 from aiayn.decode.stepper import TransformerStepper
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.runtime.native_step import decode_step, native_decoder
-from toy_translation import toy_pairs, write_toy_data_dir
+from toy_translation import toy_pairs
 
 SOURCES = [s for s, _ in toy_pairs(40, seed=11)]
-
-
-@pytest.fixture(scope="module")
-def shortlisted(toy_model_dir, tmp_path_factory):
-    """A copy of the toy model with a real shortlist (3 candidates, 2 frequent), and its data."""
-    root = tmp_path_factory.mktemp("shortlist")
-    model = root / "model"
-    shutil.copytree(toy_model_dir, model)
-    data = write_toy_data_dir(root / "data", model / "spm.model")
-    build_shortlist(model, data, k=3, frequent=2, progress=False)
-    return model, data
 
 
 def everything(translator: Translator) -> Shortlist:
@@ -41,12 +30,12 @@ def everything(translator: Translator) -> Shortlist:
 
 @pytest.mark.parametrize("beam", [1, 4])
 def test_keeping_every_id_is_the_unrestricted_search(translator, beam):
-    full = translator.translate(SOURCES, beam_size=beam, return_scores=True)
-    translator.shortlist = everything(translator)
+    full = translator.translate_batch(SOURCES, beam_size=beam)
+    translator.bundle.shortlist = everything(translator)
     try:
-        kept = translator.translate(SOURCES, beam_size=beam, return_scores=True, shortlist=True)
+        kept = translator.translate_batch(SOURCES, beam_size=beam, shortlist=True)
     finally:
-        translator.shortlist = None
+        translator.bundle.shortlist = None
     for a, b in zip(full, kept, strict=True):
         assert a[0].tokens == b[0].tokens
         assert a[0].score == pytest.approx(b[0].score, abs=1e-4)
@@ -56,12 +45,12 @@ def test_keeping_every_id_is_the_unrestricted_search(translator, beam):
 def test_a_real_shortlist_keeps_outputs_within_it(shortlisted, beam):
     model, _ = shortlisted
     translator = Translator.load(model, device="cpu")
-    shortlist = translator.shortlist
+    shortlist = translator.bundle.shortlist
     assert shortlist is not None and shortlist.candidates.shape[1] == 3
-    full = translator.translate(SOURCES, beam_size=beam, return_scores=True)
+    full = translator.translate_batch(SOURCES, beam_size=beam)
     same = 0
     for text, reference in zip(SOURCES, full, strict=True):  # one text a batch: its own candidates
-        out = translator.translate([text], beam_size=beam, return_scores=True, shortlist=True)[0][0]
+        out = translator.translate_batch([text], beam_size=beam, shortlist=True)[0][0]
         src = torch.tensor([translator.encode([text])[0]])
         assert set(out.tokens) <= set(shortlist.kept(src).tolist())
         same += out.tokens == reference[0].tokens
@@ -75,9 +64,9 @@ def test_a_real_shortlist_keeps_outputs_within_it(shortlisted, beam):
 def test_restricted_logits_are_the_full_logits_kept_columns(shortlisted, int8, native):
     model, _ = shortlisted
     translator = Translator.load(model, device="cpu", int8=int8)
-    m = translator.model
+    m = translator.bundle.model
     src = translator._src_tensor(translator.encode(SOURCES[:4]))  # (4, src_len)
-    kept = translator.shortlist.kept(src)
+    kept = translator.bundle.shortlist.kept(src)
     full, restricted = TransformerStepper(m, src, 2, 8), TransformerStepper(m, src, 2, 8)
     restricted.output = KeptOutput(m, kept, native=native)
     assert (restricted.output.native is not None) == (native and native_decoder(m) is not None)
@@ -94,8 +83,10 @@ def test_restricted_logits_are_the_full_logits_kept_columns(shortlisted, int8, n
 
 def test_without_a_shortlist_it_says_so_in_one_line(translator, toy_model_dir, tmp_path, capsys):
     with pytest.raises(AiaynError, match="has no shortlist"):
-        translator.translate(["el gato"], shortlist=True)
-    assert translator.translate(["el gato"]) == translator.translate(["el gato"], shortlist=False)
+        translate_texts(translator, ["el gato"], shortlist=True)
+    assert translate_texts(translator, ["el gato"]) == translate_texts(
+        translator, ["el gato"], shortlist=False
+    )
     (tmp_path / "in.txt").write_text("el gato\n")
     code = main(["translate", str(toy_model_dir), "--shortlist", "-i", str(tmp_path / "in.txt")])
     err = capsys.readouterr().err
@@ -116,48 +107,12 @@ def test_a_foreign_or_damaged_file_is_refused(shortlisted, tmp_path):
         read_shortlist(other, config)
 
 
-def test_the_cli_builds_and_uses_it(shortlisted, tmp_path, capsys):
-    model, data = shortlisted
-    copy = tmp_path / "model"
-    shutil.copytree(model, copy)
-    (copy / SHORTLIST_FILE).unlink()
-    assert main(["shortlist", str(copy), str(data), "-k", "3", "-n", "2", "--no-progress"]) == 0
-    assert "wrote" in capsys.readouterr().out
-    built, expected = (
-        read_shortlist(copy, Translator.load(copy).config),
-        read_shortlist(model, Translator.load(model).config),
-    )
-    assert torch.equal(built.candidates, expected.candidates)
-    (tmp_path / "in.txt").write_text("el gato come\n")
-    out = tmp_path / "out.txt"
-    assert main(["translate", str(copy), "--shortlist", "-i", str(tmp_path / "in.txt"), "-o", str(out)]) == 0
-    assert out.read_text().strip()
-
-
-def test_k_past_the_vocabulary_is_the_vocabulary(shortlisted, tmp_path, capsys):
-    model, data = shortlisted
-    copy = tmp_path / "model"
-    shutil.copytree(model, copy)
-    assert (
-        main(["shortlist", str(copy), str(data), "-k", "1000000000", "-n", "1000000000", "--no-progress"])
-        == 0
-    )
-    built = read_shortlist(copy, Translator.load(copy).config)
-    assert built.candidates.shape == (80, 80) and built.info["k"] == "80" and len(built.frequent) <= 80
-
-
-def test_data_in_another_vocabulary_is_refused(shortlisted, data_dir):
-    model, _ = shortlisted
-    with pytest.raises(AiaynError, match="vocabulary is not"):
-        build_shortlist(model, data_dir, progress=False)
-
-
 def test_vmap_lists_the_pieces(shortlisted, tmp_path):
     model, _ = shortlisted
     translator = Translator.load(model, device="cpu")
-    path = write_vmap(translator.shortlist, translator.tokenizer, tmp_path / "vmap.txt")
+    path = write_vmap(translator.bundle.shortlist, translator.tokenizer, tmp_path / "vmap.txt")
     lines = path.read_text(encoding="utf-8").splitlines()
-    tok, shortlist = translator.tokenizer, translator.shortlist
+    tok, shortlist = translator.tokenizer, translator.bundle.shortlist
     always = [t for t in torch.cat([shortlist.frequent, shortlist.always]).tolist()]
     assert lines[0] == "\t" + " ".join(tok.target_pieces(always))
     gato = tok.encode(["gato"])[0][0]
@@ -186,20 +141,11 @@ def test_serve_shortlist(shortlisted, toy_model_dir, monkeypatch, capsys):
     assert ", shortlist on http://127.0.0.1:" in capsys.readouterr().out
     assert (
         seen["translation"]["translations"][0]["text"]
-        == Translator.load(model).translate(["el gato come"])[0]
+        == translate_texts(Translator.load(model), ["el gato come"])[0]
     )
     assert main(["serve", str(toy_model_dir), "--port", "0", "--shortlist"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "has no shortlist" in err
-
-
-def test_decode_batch_without_a_shortlist_to_use_is_an_error(translator):
-    from aiayn.config import DecodeConfig
-    from aiayn.decode.generate import decode_batch
-
-    src = translator._src_tensor(translator.encode(["el gato"]))
-    with pytest.raises(AiaynError, match="no shortlist was given"):
-        decode_batch(translator.model, src, DecodeConfig(shortlist=True))
 
 
 def _write(model, **tensors) -> None:
@@ -231,9 +177,9 @@ def test_a_malformed_file_is_one_line_naming_it_and_only_when_used(shortlisted, 
     shutil.copytree(shortlisted[0], model)
     _write(model, **tensors)
     translator = Translator.load(model, device="cpu")
-    assert translator.translate(["el gato come"])[0]
+    assert translate_texts(translator, ["el gato come"])[0]
     with pytest.raises(AiaynError, match=message) as err:
-        translator.translate(["el gato come"], shortlist=True)
+        translate_texts(translator, ["el gato come"], shortlist=True)
     assert str(err.value).startswith(f"{model / SHORTLIST_FILE}: ") and "\n" not in str(err.value)
     (tmp_path / "in.txt").write_text("el gato\n")
     assert main(["translate", str(model), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out")]) == 0
@@ -253,7 +199,7 @@ def test_a_shortlist_without_eos_or_the_start_id_decodes(shortlisted, tmp_path, 
     _write(model, frequent=none, always=none)
     translator = Translator.load(model, device="cpu", int8=int8)
     texts = SOURCES[:6]  # one batch: its sources' candidates
-    kept = translator.shortlist.kept(translator._src_tensor(translator.encode(texts)))
+    kept = translator.bundle.shortlist.kept(translator._src_tensor(translator.encode(texts)))
     forced = [t for ids in translator.tokenizer.encode_target(["the", "cat"]) for t in ids]
     allowed = {*kept.tolist(), *forced, translator.config.eos_id}
     for search in (
@@ -263,14 +209,13 @@ def test_a_shortlist_without_eos_or_the_start_id_decodes(shortlisted, tmp_path, 
         dict(prefix=["the"] * len(texts)),
         dict(constraints=[["cat"]] * len(texts)),
     ):
-        out = translator.translate(texts, shortlist=True, return_scores=True, **search)
+        out = translator.translate_batch(texts, shortlist=True, **search)
         assert all(hyps and set(h.tokens) <= allowed for hyps in out for h in hyps)
     from fastapi.testclient import TestClient
 
-    from aiayn.decode.shortlist import require_shortlist
     from aiayn.serve import create_app
 
-    require_shortlist(translator)  # `aiayn serve --shortlist`
-    with TestClient(create_app(translator)) as client:
+    served = Translator.load(model, device="cpu", int8=int8, shortlist=True)  # `aiayn serve --shortlist`
+    with TestClient(create_app(served)) as client:
         for beam in (1, 4):
             assert client.post("/v1/translate", json={"text": texts, "beam_size": beam}).status_code == 200

@@ -7,14 +7,14 @@ from __future__ import annotations
 import shutil
 
 import pytest
-import torch
 
 from aiayn.apps.shortlist import build_shortlist
 from aiayn.config import DecodeConfig
 from aiayn.decode import ragged
 from aiayn.decode import speculative as speculative_module
-from aiayn.decode.ragged import RaggedDecoder
+from aiayn.decode.bundle import ModelBundle
 from aiayn.decode.speculative import Draft, check_same_vocabulary
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.model.io import load_model_dir
@@ -44,7 +44,7 @@ def speculative(toy_model_dir, drafts):
 
 
 def _greedy(translator, texts, **options):
-    out = translator.translate(texts, beam_size=1, return_scores=True, **options)
+    out = translator.translate_batch(texts, beam_size=1, **options)
     return [t[0] for t in out]
 
 
@@ -66,18 +66,20 @@ def test_in_a_batch_each_row_has_the_teachers_bits(speculative, k):
     loading a draft sets) and rows at different lengths attend in groups of one length: the scores
     of a speculative batch are its teacher's greedy scores to the last bit, not within a tolerance."""
     spec = speculative["trained"]
-    if native_decoder(spec.model) is None:
+    if native_decoder(spec.bundle.model) is None:
         pytest.skip("the native step is not built here: the Python pass sums masked rows in another order")
-    decoding = [*spec.model.decoder.modules(), spec.model.output_layer]
+    decoding = [*spec.bundle.model.decoder.modules(), spec.bundle.model.output_layer]
     invariant = "panels" if panels_available() else "packed"  # packed: an x86 CPU without FMA
     assert {m.kernels for m in decoding if isinstance(m, PackedLinear)} == {(invariant,) * len(ROW_PROBES)}
-    teacher = Translator(spec.model, spec.tokenizer, spec.info)  # the same weights, no draft
+    teacher = Translator(
+        ModelBundle([spec.bundle.model], spec.tokenizer, spec.info)
+    )  # the same weights, no draft
     expected = _greedy(teacher, TEXTS)
-    spec.draft.stats.__init__()
+    spec.bundle.draft.stats.__init__()
     found = _greedy(spec, TEXTS, draft_tokens=k)
     assert [t.tokens for t in found] == [t.tokens for t in expected]
     assert [t.log_prob for t in found] == [t.log_prob for t in expected]  # float equality
-    assert spec.draft.stats.tokens_per_check > 1.0  # rows did accept proposals: lengths diverged
+    assert spec.bundle.draft.stats.tokens_per_check > 1.0  # rows did accept proposals: lengths diverged
 
 
 @pytest.mark.parametrize("k", [1, 2, 4, 8])
@@ -104,42 +106,15 @@ def test_length_caps_and_small_batches_end_rows_early(translator, speculative):
 def test_acceptance_is_counted(speculative):
     rates = {}
     for which, translator in speculative.items():
-        translator.draft.stats.__init__()
+        translator.bundle.draft.stats.__init__()
         found = _greedy(translator, TEXTS, draft_tokens=4)
-        stats = translator.draft.stats
+        stats = translator.bundle.draft.stats
         assert stats.tokens == sum(len(t.tokens) + 1 for t in found)  # every output token and EOS
         assert stats.checks <= stats.tokens <= 5 * stats.checks  # 1 to k + 1 tokens per teacher pass
         assert 0 <= stats.accepted <= stats.proposed == 4 * stats.checks
         assert "accepted (k=4)" in stats.summary(4)
         rates[which] = stats.acceptance
     assert rates["trained"] > 0.3 > 0.1 > rates["untrained"]  # the trained draft saves teacher passes
-
-
-def test_rows_of_their_own_lengths_decode_as_the_teacher_forced_pass(toy_model_dir):
-    """Feeding each row's target in chunks of different sizes, rows at different lengths, gives the
-    logits of the teacher-forced decoder (the independent reference), position for position."""
-    model, _ = load_model_dir(toy_model_dir, "cpu")
-    torch.manual_seed(1)
-    src = torch.randint(4, model.config.vocab_size, (3, 7))
-    src[1, 5:] = model.config.pad_id
-    tgt = torch.randint(4, model.config.vocab_size, (3, 9))
-    tgt[:, 0] = model.config.start_id
-    with torch.inference_mode():
-        memory, mask = model.encode(src)
-        reference = model.logits(model.decode(tgt, memory, mask))  # (3, 9, vocab)
-        rows = RaggedDecoder(model, src, 12)
-        got = torch.zeros_like(reference)
-        done = torch.zeros(3, dtype=torch.long)
-        for sizes in ([1, 2, 3], [3, 1, 1], [2, 3, 2], [3, 3, 3]):
-            q = max(sizes)
-            index = (done[:, None] + torch.arange(q)).clamp(max=8)  # (3, q)
-            logits = rows.extend(tgt.gather(1, index))  # (3, q, vocab)
-            for r, size in enumerate(sizes):
-                size = min(size, 9 - int(done[r]))
-                got[r, done[r] : done[r] + size] = logits[r, :size]
-            done = (done + torch.tensor(sizes)).clamp(max=9)
-            rows.keep(done.clone())
-    torch.testing.assert_close(got, reference, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("side", ["target", "source"])
@@ -155,10 +130,12 @@ def test_a_draft_of_another_vocabulary_is_refused(toy_model_dir, drafts, transla
     with pytest.raises(
         AiaynError, match=rf"^draft model D does not share the vocabularies of T \({side} id 0 is 'x0'"
     ):
-        check_same_vocabulary("D", "T", draft, translator.model, Shifted(), translator.tokenizer)
+        check_same_vocabulary("D", "T", draft, translator.bundle.model, Shifted(), translator.tokenizer)
     draft.config.src_vocab_size = 40  # a draft of a smaller source vocabulary
     with pytest.raises(AiaynError, match=r"vocabulary sizes and special ids \(80, 40, "):
-        check_same_vocabulary("D", "T", draft, translator.model, translator.tokenizer, translator.tokenizer)
+        check_same_vocabulary(
+            "D", "T", draft, translator.bundle.model, translator.tokenizer, translator.tokenizer
+        )
 
 
 def test_what_a_draft_does_not_do(toy_model_dir, drafts, translator, speculative):
@@ -168,8 +145,10 @@ def test_what_a_draft_does_not_do(toy_model_dir, drafts, translator, speculative
         DecodeConfig(draft_tokens=0)
     # beam search and sampling are the teacher's own: the draft plays no part
     spec = speculative["trained"]
-    assert spec.translate(TEXTS[:6], beam_size=4) == translator.translate(TEXTS[:6], beam_size=4)
-    assert isinstance(spec.draft, Draft)
+    assert translate_texts(spec, TEXTS[:6], beam_size=4) == translate_texts(
+        translator, TEXTS[:6], beam_size=4
+    )
+    assert isinstance(spec.bundle.draft, Draft)
 
 
 def test_translate_cli_with_a_draft(toy_model_dir, drafts, translator, tmp_path, capsys):
@@ -179,7 +158,9 @@ def test_translate_cli_with_a_draft(toy_model_dir, drafts, translator, tmp_path,
     out = tmp_path / "out.txt"
     command = ["translate", str(toy_model_dir), "-i", str(tmp_path / "in.txt"), "-o", str(out)]
     assert main([*command, "--draft", str(drafts["trained"]), "--draft-tokens", "3"]) == 0
-    assert out.read_text(encoding="utf-8").splitlines() == translator.translate(TEXTS[:10], beam_size=1)
+    assert out.read_text(encoding="utf-8").splitlines() == translate_texts(
+        translator, TEXTS[:10], beam_size=1
+    )
     assert "proposed tokens accepted (k=3)" in capsys.readouterr().err
     for flags, message in (
         (["--draft", str(drafts["trained"]), "--beam", "4"], "not with --beam > 1"),
@@ -209,7 +190,7 @@ def test_serve_with_a_draft(toy_model_dir, drafts, translator, monkeypatch, caps
     assert main(["serve", str(toy_model_dir), "--port", "0", "--draft", str(drafts["trained"])]) == 0
     assert f", draft {drafts['trained']} on http" in capsys.readouterr().out
     texts = [t["text"] for t in seen["greedy"]["translations"]]
-    assert texts == translator.translate(TEXTS[:5], beam_size=1)
+    assert texts == translate_texts(translator, TEXTS[:5], beam_size=1)
 
 
 def test_a_windowed_model_is_refused_as_a_draft(toy_model_dir, tmp_path):
@@ -233,30 +214,30 @@ def test_a_draft_with_a_shortlist_proposes_within_it(
         draft, write_toy_data_dir(tmp_path / "data", draft / "spm.model"), k=3, frequent=2, progress=False
     )
     spec = Translator.load(toy_model_dir, device="cpu", draft=draft)
-    assert spec.draft.shortlist is not None
-    if native_decoder(spec.draft.model) is not None:  # the shortlisted native call, never the full one
+    assert spec.bundle.draft.shortlist is not None
+    if native_decoder(spec.bundle.draft.model) is not None:  # the shortlisted native call, never the full one
         monkeypatch.setattr(ragged, "propose_tokens", lambda *a: pytest.fail("not shortlisted"))
     expected = [t.tokens for t in _greedy(translator, TEXTS)]
     for k in (1, 3):
-        spec.draft.stats.__init__()
+        spec.bundle.draft.stats.__init__()
         assert [t.tokens for t in _greedy(spec, TEXTS, draft_tokens=k)] == expected
     monkeypatch.undo()
-    full = speculative["trained"].draft
+    full = speculative["trained"].bundle.draft
     full.stats.__init__()
     _greedy(speculative["trained"], TEXTS, draft_tokens=3)
     # later proposals follow the ids of the earlier ones: as often right as the whole vocabulary's
-    assert spec.draft.stats.acceptance > full.stats.acceptance - 0.1 > 0.2
+    assert spec.bundle.draft.stats.acceptance > full.stats.acceptance - 0.1 > 0.2
 
 
 def test_a_teacher_that_cannot_take_its_native_step_again_says_so(toy_model_dir, drafts, monkeypatch):
     """Loading a draft re-attaches the teacher's native step with row-invariant products; where that
     fails the teacher decodes in Python (not bit for bit its greedy search): a warning says so."""
     teacher = Translator.load(toy_model_dir, device="cpu")
-    if native_decoder(teacher.model) is None:
+    if native_decoder(teacher.bundle.model) is None:
         pytest.skip("no native step here")
     monkeypatch.setattr(speculative_module, "attach_native_decoder", lambda model: "a reason")
     with pytest.warns(RuntimeWarning, match=r"could not be attached again \(a reason\)"):
-        Draft.load(drafts["trained"], toy_model_dir, teacher.model, teacher.tokenizer)
+        Draft.load(drafts["trained"], toy_model_dir, teacher.bundle.model, teacher.tokenizer)
 
 
 def test_a_draft_and_a_shortlist_are_refused_together(toy_model_dir, drafts, tmp_path, capsys):
@@ -279,8 +260,10 @@ def test_a_draft_and_a_shortlist_are_refused_together(toy_model_dir, drafts, tmp
     ] * 2
     spec = Translator.load(model, device="cpu", draft=drafts["trained"])
     with pytest.raises(AiaynError, match="without a shortlist: use one of the two"):
-        spec.translate(TEXTS[:3], beam_size=1, shortlist=True)
-    assert spec.translate(TEXTS[:3], beam_size=4, shortlist=True)  # beam search: the draft plays no part
+        translate_texts(spec, TEXTS[:3], beam_size=1, shortlist=True)
+    assert translate_texts(
+        spec, TEXTS[:3], beam_size=4, shortlist=True
+    )  # beam search: the draft plays no part
 
 
 @pytest.mark.parametrize(
@@ -300,13 +283,15 @@ def test_near_the_end_of_learned_positions_no_position_past_them_is_read(drafts,
         "sinusoidal": drafts["untrained"],
     }[draft]
     spec = Translator.load(teacher, device="cpu", draft=draft_dir)
-    plain = Translator(spec.model, spec.tokenizer, spec.info)  # the same weights, no draft
+    plain = Translator(
+        ModelBundle([spec.bundle.model], spec.tokenizer, spec.info)
+    )  # the same weights, no draft
     expected = [t.tokens for t in _greedy(plain, TEXTS[:12])]
     assert max(map(len, expected)) == 15  # the last position is reached
     for k in (1, 3, 8):
         assert [t.tokens for t in _greedy(spec, TEXTS[:12], draft_tokens=k)] == expected
         assert [_greedy(spec, [text], draft_tokens=k)[0].tokens for text in TEXTS[:4]] == expected[:4]
-    assert spec.draft.stats.checks > 0  # a draft of 8 positions: for the sources it can read
+    assert spec.bundle.draft.stats.checks > 0  # a draft of 8 positions: for the sources it can read
     from fastapi.testclient import TestClient
 
     from aiayn.serve import create_app
@@ -314,4 +299,6 @@ def test_near_the_end_of_learned_positions_no_position_past_them_is_read(drafts,
     with TestClient(create_app(spec)) as client:  # `aiayn serve TEACHER --draft DRAFT`
         answer = client.post("/v1/translate", json={"text": TEXTS[:12], "beam_size": 1})
     assert answer.status_code == 200
-    assert [t["text"] for t in answer.json()["translations"]] == plain.translate(TEXTS[:12], beam_size=1)
+    assert [t["text"] for t in answer.json()["translations"]] == translate_texts(
+        plain, TEXTS[:12], beam_size=1
+    )

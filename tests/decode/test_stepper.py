@@ -153,14 +153,6 @@ def test_batch_equals_one_sentence_at_a_time(beam):
         assert [h.score for h in batched[i]] == pytest.approx([h.score for h in alone], abs=1e-4)
 
 
-def test_max_lengths_and_their_cap():
-    config = ModelConfig.preset("tiny", vocab_size=16)
-    lens = max_lengths(torch.tensor([1, 10, 5000]), config, 1.5, 3)
-    assert lens.tolist() == [4, 18, 1024]  # floor(1.5 * n + 3), capped
-    learned = config.replace(positions="learned", max_positions=64)
-    assert max_lengths(torch.tensor([100]), learned, 1.0, 50).tolist() == [63]
-
-
 @pytest.mark.parametrize("beam", [1, 3])
 def test_outputs_respect_the_maximum_length(beam):
     """A model whose EOS logit is pushed far down: every output is exactly a * |src| + b long."""

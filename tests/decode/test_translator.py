@@ -8,8 +8,6 @@ from dataclasses import replace
 import pytest
 import torch
 
-from aiayn.config import ModelConfig
-from aiayn.decode.generate import source_limit
 from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translation, Translator, token_batches
 from aiayn.errors import AiaynError
@@ -17,7 +15,7 @@ from toy_translation import toy_pairs
 
 
 def test_load_exposes_model_tokenizer_config(translator, toy_model_dir):
-    assert translator.model.training is False
+    assert translator.bundle.model.training is False
     assert translator.config.d_model == 32
     assert translator.info["src_lang"] == "es"
     assert translator.tokenizer.path == toy_model_dir / "spm.model"
@@ -25,7 +23,7 @@ def test_load_exposes_model_tokenizer_config(translator, toy_model_dir):
 
 def test_translates_the_toy_language(translator):
     pairs = toy_pairs(30, seed=11)
-    out = translator.translate([s for s, _ in pairs])
+    out = translate_texts(translator, [s for s, _ in pairs])
     correct = sum(o == ref for o, (_, ref) in zip(out, pairs, strict=True))
     assert correct >= 15, list(zip(out, pairs, strict=True))
 
@@ -33,24 +31,24 @@ def test_translates_the_toy_language(translator):
 @pytest.mark.parametrize("beam", [1, 4])
 def test_batched_equals_one_at_a_time_in_input_order(translator, beam):
     texts = [s for s, _ in toy_pairs(12, seed=3)] + ["", "agua"]
-    together = translator.translate(texts, beam_size=beam, batch_tokens=20)  # several batches
-    alone = [translator.translate([t], beam_size=beam)[0] for t in texts]
+    together = translate_texts(translator, texts, beam_size=beam, batch_tokens=20)  # several batches
+    alone = [translate_texts(translator, [t], beam_size=beam)[0] for t in texts]
     assert together == alone
     assert together[-2] == ""
 
 
 def test_nbest_with_scores(translator):
     texts = ["el perro come", "", "sol"]
-    results = translator.translate(texts, beam_size=5, n_best=3)
+    results = translator.translate_batch(texts, beam_size=5, n_best=3)
     assert [len(r) for r in results] == [3, 1, 3]
     assert results[1][0] == Translation("", 0.0, 0.0, [])
     for hyps in (results[0], results[2]):
         assert all(isinstance(h, Translation) for h in hyps)
         assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
         assert len({h.text for h in hyps}) == 3
-    best = translator.translate(texts, beam_size=5)
+    best = translate_texts(translator, texts, beam_size=5)
     assert best == [r[0].text for r in results]
-    assert translator.translate(texts, beam_size=5, return_scores=True)[0][0] == results[0][0]
+    assert translator.translate_batch(texts, beam_size=5)[0][0] == results[0][0]
 
 
 def test_a_very_long_text_is_translated_sentence_by_sentence_with_a_warning(translator):
@@ -58,32 +56,32 @@ def test_a_very_long_text_is_translated_sentence_by_sentence_with_a_warning(tran
     with pytest.warns(
         UserWarning, match=r"text 1 has \d+ tokens, over the limit of 1024: translated in 300 parts"
     ):
-        (out,) = translator.translate([text], beam_size=2)
+        (out,) = translate_texts(translator, [text], beam_size=2)
     assert out.count("dog") == 300 and out.count("the dog eats") == 300  # nothing dropped
     calls = []
-    translator.translate(["agua", text], beam_size=1, on_split=lambda *a: calls.append(a))
+    translate_texts(translator, ["agua", text], beam_size=1, on_split=lambda *a: calls.append(a))
     assert len(calls) == 1 and calls[0][0] == 1 and calls[0][2:] == (1024, 300)
 
 
 def test_bad_arguments(translator):
     with pytest.raises(AiaynError, match="list of texts"):
-        translator.translate("el perro")
+        translate_texts(translator, "el perro")
     with pytest.raises(AiaynError, match="n_best"):
-        translator.translate(["el"], beam_size=2, n_best=3)
+        translator.translate_batch(["el"], beam_size=2, n_best=3)
 
 
 @pytest.mark.parametrize("beam", [1, 4])
 def test_a_model_with_nan_weights_gets_a_clear_error(toy_model_dir, beam):
     broken = Translator.load(toy_model_dir, device="cpu")
     with torch.no_grad():
-        next(broken.model.parameters()).fill_(float("nan"))
+        next(broken.bundle.model.parameters()).fill_(float("nan"))
     with pytest.raises(AiaynError, match="text 2: the model's scores are not finite"):
-        broken.translate(["", "el perro"], beam_size=beam)
+        translate_texts(broken, ["", "el perro"], beam_size=beam)
 
 
 def test_attention_of_a_translation(translator):
     maps = translator.attention("el perro come")
-    assert maps["translation"] == translator.translate(["el perro come"])[0]
+    assert maps["translation"] == translate_texts(translator, ["el perro come"])[0]
     s, t = len(maps["src_tokens"]), len(maps["tgt_tokens"])
     assert maps["src_tokens"][-1] == "</s>" and maps["tgt_tokens"][-1] == "</s>"
     assert "".join(maps["tgt_tokens"][:-1]).replace("\u2581", " ").strip() == maps["translation"]
@@ -128,14 +126,3 @@ def test_a_sentence_far_longer_than_the_training_ones_is_split_with_a_warning(tr
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no split, no warning: within reach of what it was trained on
         assert translate_texts(roomy, [text], beam_size=2) == translate_texts(translator, [text], beam_size=2)
-
-
-@pytest.mark.parametrize(
-    ("positions", "longest", "limit"),
-    [("sinusoidal", None, 1024), ("sinusoidal", 100, 200), ("sinusoidal", 600, 1024),
-     ("sinusoidal", True, 1024), ("sinusoidal", "100", 1024), ("sinusoidal", 0, 1024),
-     ("learned", 100, 64), ("learned", 20, 40)],
-)  # fmt: skip
-def test_the_source_limit_is_the_models_and_twice_the_longest_training_source(positions, longest, limit):
-    config = ModelConfig(vocab_size=40, positions=positions, max_positions=64)
-    assert source_limit(config, longest) == limit

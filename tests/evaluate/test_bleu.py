@@ -10,6 +10,8 @@ import torch
 
 from aiayn.config import DecodeConfig, ModelConfig
 from aiayn.data.tokenizer import Tokenizer
+from aiayn.decode.bundle import ModelBundle
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.evaluate import evaluate_files, evaluate_model, score_texts
@@ -67,7 +69,9 @@ def test_evaluate_model_writes_what_the_translator_returns(tmp_path):
     scores = evaluate_model(model, data, "valid", options, out_dir=tmp_path / "eval", limit=10)
     assert model.training  # put back as it was
     hyps = (tmp_path / "eval" / "valid.hyp").read_text().splitlines()
-    expected = Translator(model.eval(), tokenizer).translate(lines[:10], beam_size=3, max_len_b=6)
+    expected = translate_texts(
+        Translator(ModelBundle([model.eval()], tokenizer)), lines[:10], beam_size=3, max_len_b=6
+    )
     assert hyps == expected
     assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [lines[12:22]]).score, abs=1e-3)
     assert json.loads((tmp_path / "eval" / "scores.json").read_text())["split"] == "valid"

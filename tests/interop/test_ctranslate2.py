@@ -64,7 +64,7 @@ def ct2_translate(ct2, tokenizer, texts, beam: int, alpha: float) -> tuple[list[
 
 def aiayn_translate(translator, texts, layout, **options) -> tuple[list[list[int]], list[float]]:
     """aiayn's best hypotheses, renumbered as the export's ids (layout: None when they are already)."""
-    best = [t[0] for t in translator.translate(texts, return_scores=True, **options)]
+    best = [t[0] for t in translator.translate_batch(texts, **options)]
     to_export = torch.argsort(layout.target) if layout is not None else None
     ids = [t.tokens if to_export is None else to_export[t.tokens].tolist() for t in best]
     return ids, [t.score for t in best]
@@ -108,7 +108,7 @@ def test_ctranslate2_translates_the_export_as_aiayn(toy_export, toy_model_dir, b
     # Both scores against a float64 re-computation: CTranslate2 leaves <pad> out of the softmax
     # (log P a hair higher, by the pad's probability mass), aiayn masks it after the softmax.
     options = dict(beam_size=beam, alpha=alpha, length_penalty_style="fairseq")
-    own = [t[0].tokens for t in translator.translate(HELD_OUT, return_scores=True, **options)]
+    own = [t[0].tokens for t in translator.translate_batch(HELD_OUT, **options)]
     pad = [translator.config.pad_id]
     reference = rescored(toy_model_dir, translator, HELD_OUT, own, alpha, drop=[])
     torch.testing.assert_close(torch.tensor(our_scores, dtype=torch.float64), reference, atol=1e-5, rtol=0)
@@ -183,7 +183,7 @@ def test_ctranslate2_takes_the_shortlist_as_its_vmap(toy_model_dir, tmp_path):
         source = tokenizer.convert_ids_to_tokens(tokenizer([text])["input_ids"][0])
         result = ct2.translate_batch([source], beam_size=1, use_vmap=True, min_decoding_length=0)
         theirs = tokenizer.convert_tokens_to_ids(result[0].hypotheses[0])
-        kept = translator.shortlist.kept(torch.tensor([translator.encode([text])[0]]))
+        kept = translator.bundle.shortlist.kept(torch.tensor([translator.encode([text])[0]]))
         assert set(theirs) <= set(torch.argsort(layout.target)[kept].tolist())  # kept, as export ids
         ours, _ = aiayn_translate(translator, [text], layout, beam_size=1, shortlist=True)
         same += theirs == ours[0]

@@ -20,7 +20,6 @@ from aiayn.errors import AiaynError
 from aiayn.interop.hf_export import export_hf
 from aiayn.interop.marian_import import import_marian
 from aiayn.interop.opus_layout import OpusLayout
-from aiayn.interop.weights import concat_permutation, permute_model_dim
 from aiayn.model.io import load_model_dir, save_model_dir
 from aiayn.model.transformer import Transformer
 
@@ -97,20 +96,6 @@ def test_exported_logits_equal(tmp_path, spm_model, name):
     assert back.config.zero_start == model.config.zero_start
     with torch.no_grad():
         torch.testing.assert_close(back(src_x, tgt_x), expected, atol=1e-4, rtol=0)
-
-
-def test_permutation_turns_interleaved_into_concat(tmp_path, spm_model):
-    model = random_model(tmp_path, spm_model)
-    state = permute_model_dim(model.state_dict(), concat_permutation(model.config.d_model))
-    permuted = Transformer(model.config.replace(sinusoid_layout="concat")).eval()
-    permuted.load_state_dict(state)
-    src, tgt_in = batch(model.config)
-    with torch.no_grad():
-        torch.testing.assert_close(permuted(src, tgt_in), model(src, tgt_in), atol=1e-5, rtol=0)
-        # without the permutation the concat layout computes something else
-        model_concat = Transformer(model.config.replace(sinusoid_layout="concat")).eval()
-        model_concat.load_state_dict(model.state_dict())
-        assert (model_concat(src, tgt_in) - model(src, tgt_in)).abs().max() > 1e-2
 
 
 def test_marian_tokenizer_reads_the_export(tmp_path, spm_model):

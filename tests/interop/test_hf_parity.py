@@ -80,8 +80,8 @@ def generate(model, tokenizer, keep_eos: bool = False, **kwargs):
 
 
 def translate(translator, **kwargs):
-    return translator.translate(
-        TEXTS, length_penalty_style="len", max_len_a=0.0, max_len_b=MAX_TOKENS, return_scores=True, **kwargs
+    return translator.translate_batch(
+        TEXTS, length_penalty_style="len", max_len_a=0.0, max_len_b=MAX_TOKENS, **kwargs
     )
 
 

@@ -25,6 +25,7 @@ import torch
 
 from aiayn.cli import main
 from aiayn.config import DecodeConfig
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.interop import onnx_export
@@ -118,9 +119,7 @@ def test_onnx_runtime_translates_as_aiayn(onnx_dir, toy, beam, alpha, style):
     translator, _, to_export = toy
     options = DecodeConfig(beam_size=beam, alpha=alpha, length_penalty_style=style)
     theirs = OnnxModel.load(onnx_dir, threads=1).search(export_ids(onnx_dir, HELD_OUT), options)
-    ours = translator.translate(
-        HELD_OUT, return_scores=True, beam_size=beam, alpha=alpha, length_penalty_style=style
-    )
+    ours = translator.translate_batch(HELD_OUT, beam_size=beam, alpha=alpha, length_penalty_style=style)
     assert [h[0].tokens for h in theirs] == [
         to_export[torch.tensor(t[0].tokens, dtype=torch.long)].tolist() for t in ours
     ]
@@ -138,7 +137,7 @@ def test_each_steps_logits_are_aiayns(onnx_dir, toy, toy_model_dir):
     translator, from_export, to_export = toy
     model = load_model_dir(toy_model_dir, "cpu")[0].eval()
     texts = HELD_OUT[:8]
-    outputs = [t[0].tokens for t in translator.translate(texts, return_scores=True, beam_size=1)]
+    outputs = [t[0].tokens for t in translator.translate_batch(texts, beam_size=1)]
     session = OnnxModel.load(onnx_dir)
     for text, tokens in zip(texts, outputs, strict=True):
         src = torch.tensor([translator.encode([text])[0]])
@@ -226,7 +225,7 @@ def test_the_page_translates_in_chromium_as_aiayn(onnx_dir, toy):
         )
     translator, _, _ = toy
     texts = HELD_OUT[:6]
-    expected = translator.translate(texts, beam_size=1)
+    expected = translate_texts(translator, texts, beam_size=1)
     server = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(onnx_dir))
     )

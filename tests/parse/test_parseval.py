@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from aiayn.cli import main
-from aiayn.errors import AiaynError
-from aiayn.parse.evaluate import evaluate_tree_files
 from aiayn.parse.parseval import brackets, parseval, score_sentence
 from aiayn.parse.trees import Tree, parse_trees
 
@@ -103,26 +100,3 @@ def test_sentences_with_other_words_are_errors_and_empty_ones_are_skipped():
     scores = parseval([gold, gold, gold], [good, None, tree("(S (XX Jane) (XX left))")])
     assert (scores["sentences"], scores["error_sentences"], scores["skipped_sentences"]) == (3, 1, 1)
     assert (scores["gold_brackets"], scores["f1"]) == (3, pytest.approx(100.0))
-
-
-def test_tree_files_and_the_cli_line(tmp_path, capsys):
-    ref, hyp = tmp_path / "ref.tree", tmp_path / "hyp.tree"
-    ref.write_text(
-        "(S (NP (DT The) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))\n"
-        "(S (NP (NP (NNS dogs))) (VP (VBP bark)))\n"
-    )
-    hyp.write_text(
-        "(S (NP (DT The) (NN dog)) (VP (VBD saw) (NP (DT a)) (NN cat)) (. .))\n"
-        "(S (NP (NNS dogs)) (VP (VBP bark)))\n"
-    )
-    assert evaluate_tree_files(hyp, ref)["f1"] == pytest.approx(80.0)
-    assert main(["evaluate", "--metric", "parseval", "--hyp", str(hyp), "--ref", str(ref)]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == "parseval F1 = 80.00 (P = 85.71, R = 75.00)"
-    hyp.write_text("(S (NP (DT The) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))\n\n")
-    assert main(["evaluate", "--metric", "parseval", "--hyp", str(hyp), "--ref", str(ref)]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == (
-        "parseval F1 = 100.00 (P = 100.00, R = 100.00); 1 of 2 sentences left out (0 errors, 1 skipped)"
-    )
-    hyp.write_text("(S (NN a))\n")
-    with pytest.raises(AiaynError, match="has 1 lines but .* has 2"):
-        evaluate_tree_files(hyp, ref)

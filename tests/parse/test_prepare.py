@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from aiayn.cli import main
 from aiayn.config import EOS_ID, UNK_ID
 from aiayn.data.dataset import TokenDataset
 from aiayn.data.tokenizer import Tokenizer
@@ -87,24 +86,6 @@ def test_tree_files_with_held_out_splits_unseen_labels_and_empty_trees(tmp_path)
     assert meta["dropped"]["train"]["empty"] == 1 and meta["lines_read"]["train"] == 201
     assert "FRAG" not in meta["parse"]["labels"] and meta["unk"]["test"]["tgt"] == 2  # (FRAG and )FRAG
     assert TokenDataset(out, "test")[0][1].tolist()[1] == UNK_ID
-
-
-def test_cli_prepares_tree_files_and_rejects_text_options(tmp_path, capsys):
-    trees = synthetic_treebank(5, {"train": 60, "valid": 0, "test": 0})["train"]
-    files = {split: tmp_path / f"{split}.txt" for split in ("train", "valid", "test")}
-    for i, path in enumerate(files.values()):
-        path.write_text("".join(f"{t}\n" for t in trees[i * 20 : i * 20 + 20]))
-    args = ["prepare", "--trees-train", str(files["train"]), "--trees-valid", str(files["valid"])]
-    args += ["--trees-test", str(files["test"]), "--out", str(tmp_path / "d"), "--no-progress"]
-    assert main(args) == 0
-    line = capsys.readouterr().out.strip()
-    assert line.startswith(f"{tmp_path / 'd'}: parse trees (user), train 20, valid 20, test 20 trees")
-    assert main([*args[:-3], "--out", str(tmp_path / "e"), "--tgt", "x.txt"]) == 2
-    assert "--tgt: for parallel text, not for trees" in capsys.readouterr().err
-    bad = tmp_path / "bad.txt"
-    bad.write_text("(S (NN a))\n(S (NN b)\n")
-    assert main(["prepare", "--trees-train", str(bad), "--out", str(tmp_path / "f")]) == 2
-    assert "bad.txt:2: the bracket opened here is never closed" in capsys.readouterr().err
 
 
 def test_long_trees_leave_train_and_the_dev_shards_but_are_scored(tmp_path):

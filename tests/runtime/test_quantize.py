@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from aiayn.cli import main
 from aiayn.config import EOS_ID, DecodeConfig, ModelConfig
 from aiayn.decode.generate import decode_batch
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.model.transformer import Transformer
@@ -332,7 +333,7 @@ def int8(toy_model_dir) -> Translator:
 def four_bit(toy_model_dir) -> Translator:
     """A wrongly quantised translator: every weight rounded to 4 bits (per row) before int8."""
     translator = Translator.load(toy_model_dir, device="cpu")
-    model = translator.model
+    model = translator.bundle.model
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if type(child) in (nn.Linear, PackedLinear):
@@ -348,28 +349,28 @@ def same_share(a: list[str], b: list[str]) -> float:
 
 
 def test_load_int8(int8, fp32):
-    assert int8.int8 and not fp32.int8
-    assert int8.device == torch.device("cpu")
-    assert isinstance(int8.model.output_layer, Int8Linear)
-    assert int8.model.num_parameters() == fp32.model.num_parameters()
+    assert int8.bundle.int8 and not fp32.bundle.int8
+    assert int8.bundle.device == torch.device("cpu")
+    assert isinstance(int8.bundle.model.output_layer, Int8Linear)
+    assert int8.bundle.model.num_parameters() == fp32.bundle.model.num_parameters()
 
 
 @pytest.mark.parametrize("beam", [1, 4])
 def test_int8_translates_mostly_as_float32(int8, fp32, toy_model_dir, beam):
-    reference = fp32.translate(TEXTS, beam_size=beam)
-    assert same_share(int8.translate(TEXTS, beam_size=beam), reference) >= SAME_SHARE
-    wrong = four_bit(toy_model_dir).translate(TEXTS, beam_size=beam)
+    reference = translate_texts(fp32, TEXTS, beam_size=beam)
+    assert same_share(translate_texts(int8, TEXTS, beam_size=beam), reference) >= SAME_SHARE
+    wrong = translate_texts(four_bit(toy_model_dir), TEXTS, beam_size=beam)
     assert same_share(wrong, reference) < SAME_SHARE  # the bar catches a broken quantisation
 
 
 def forced_log_probs(translator: Translator, sources: list[list[int]], targets: list[list[int]]) -> Tensor:
-    """log P(target | source) of each pair under `translator.model`, teacher-forced: (pairs,)."""
+    """log P(target | source) of each pair under `translator.bundle.model`, teacher-forced: (pairs,)."""
     out = []
     with torch.inference_mode():
         for src, tgt in zip(sources, targets, strict=True):
-            start = translator.model.config.start_id
+            start = translator.bundle.model.config.start_id
             tgt_in, tgt_out = torch.tensor([[start, *tgt]]), torch.tensor([[*tgt, EOS_ID]])
-            logp = F.log_softmax(translator.model(torch.tensor([src]), tgt_in).float(), -1)
+            logp = F.log_softmax(translator.bundle.model(torch.tensor([src]), tgt_in).float(), -1)
             out.append(logp.gather(-1, tgt_out[..., None]).sum())
     return torch.stack(out)
 
@@ -379,10 +380,10 @@ def forced_log_probs(translator: Translator, sources: list[list[int]], targets: 
 )
 def test_int8_scores_the_float32_translations_closely(fp32, toy_model_dir, path):
     sources = fp32.encode(TEXTS)
-    targets = [hyps[0].tokens for hyps in fp32.translate(TEXTS, return_scores=True)]
+    targets = [hyps[0].tokens for hyps in fp32.translate_batch(TEXTS)]
     quantised = Translator.load(toy_model_dir, device="cpu")
-    quantize_int8(quantised.model, path=path)
-    layers = list(quantised.model.modules())
+    quantize_int8(quantised.bundle.model, path=path)
+    layers = list(quantised.bundle.model.modules())
     assert not any(isinstance(m, nn.Linear | PackedLinear) for m in layers)  # packed float32 ones too
     error = (forced_log_probs(quantised, sources, targets) - forced_log_probs(fp32, sources, targets)).abs()
     assert 1e-4 < float(error.mean()) <= SCORE_ERROR
@@ -397,7 +398,9 @@ def test_translate_cli_int8(toy_model_dir, int8, tmp_path):
     (tmp_path / "in.txt").write_text("\n".join(TEXTS[:30]) + "\n", encoding="utf-8")
     args = ["translate", str(toy_model_dir), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt")]
     assert main([*args, "--int8"]) == 0
-    assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == int8.translate(TEXTS[:30])
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == translate_texts(
+        int8, TEXTS[:30]
+    )
 
 
 NAMES = ("fp32", "int8")

@@ -114,8 +114,8 @@ def test_decoding_on_the_gpu_matches_the_cpu(toy_model_dir):
     cpu, gpu = Translator.load(toy_model_dir, device="cpu"), Translator.load(toy_model_dir, device="cuda")
     assert gpu.device.type == "cuda"
     for beam in (1, 4):
-        want = cpu.translate(texts, beam_size=beam, return_scores=True)
-        got = gpu.translate(texts, beam_size=beam, return_scores=True)
+        want = cpu.translate_batch(texts, beam_size=beam)
+        got = gpu.translate_batch(texts, beam_size=beam)
         assert [h[0].text for h in got] == [h[0].text for h in want]
         scores = torch.tensor([[h[0].score for h in got], [h[0].score for h in want]])
         assert torch.allclose(scores[0], scores[1], atol=1e-4)

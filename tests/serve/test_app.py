@@ -35,7 +35,7 @@ def test_health(client):
 def test_model_info(client, translator):
     info = client.get("/v1/model").json()
     assert (info["src_lang"], info["tgt_lang"]) == ("es", "en")
-    assert info["parameters"] == sum(p.numel() for p in translator.model.parameters())
+    assert info["parameters"] == sum(p.numel() for p in translator.bundle.model.parameters())
     assert info["config"] == translator.config.to_dict()
     assert info["int8"] is False
     config = translator.config

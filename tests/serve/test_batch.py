@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from aiayn.decode.texts import translate_texts
 from aiayn.serve import ServeSettings
 
 
@@ -58,10 +59,10 @@ def test_each_sentence_of_a_document_is_tokenized_once(client, tokenized):
 
 
 def test_translate_takes_ids_tokenized_before(translator, tokenized):
-    """Translator.translate(texts, encoded=...) gives what it gives the texts, tokenizing nothing."""
+    """Translator.translate_batch(texts, encoded=...) gives what it gives the texts, tokenizing nothing."""
     texts, prefix = ["el perro come", "la casa"], ["a green", None]
-    expected = translator.translate(texts, beam_size=2, prefix=prefix)
+    expected = translate_texts(translator, texts, beam_size=2, prefix=prefix)
     encoded = translator.encode_inputs(texts, prefix)
     tokenized.clear()
-    assert translator.translate(texts, beam_size=2, encoded=encoded) == expected
+    assert translate_texts(translator, texts, beam_size=2, encoded=encoded) == expected
     assert tokenized == []

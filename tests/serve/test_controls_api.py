@@ -1,5 +1,6 @@
-"""Issue 18 in the server: prefix, constraints, sample and align fields, and the streaming endpoint,
-each compared with `Translator.translate` on the toy model (the reference the CLI is tested against)."""
+"""Decoding controls in the server: prefix, constraints, sample and align fields, and the streaming
+endpoint, each compared with `Translator.translate_batch` on the toy model (the reference the CLI is
+tested against)."""
 
 from __future__ import annotations
 

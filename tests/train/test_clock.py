@@ -1,12 +1,17 @@
 """The run clock (aiayn.train.clock): the whole run's seconds across resumes, pauses left out of the
-log window's laps and of the budget timing once, and the save clock."""
+log window's laps and of the budget timing once, the save clock, and the seconds each checkpoint
+of a text run saves."""
 
 import time
 
 import pytest
+import torch
 
 from aiayn.train import eta
+from aiayn.train.checkpoint import list_checkpoints
 from aiayn.train.clock import RunClock
+from aiayn.train.trainer import train
+from toy_translation import tiny_config
 
 
 @pytest.fixture
@@ -55,3 +60,22 @@ def test_the_save_clock_starts_with_the_run_and_again_at_each_save(now):
     clock.saved()
     now[0] += 15
     assert clock.since_save() == 15.0
+
+
+def saved_seconds(run_dir):
+    """The whole-run seconds each checkpoint of `run_dir` stored, oldest first."""
+    return [
+        torch.load(path / "trainer_state.pt", weights_only=True)["loop"]["seconds"]
+        for path in list_checkpoints(run_dir)
+    ]
+
+
+def test_each_checkpoint_counts_the_run_once_across_resumes(data_dir, tmp_path, fake_clock):
+    """In a text run, a fake clock advances 10 s at each update and stands still otherwise, so the
+    whole run's time is exactly 10 s per update, however many checkpoints were written on the way
+    (each save used to add the elapsed time once more)."""
+    run = tmp_path / "run"
+    train(data_dir, run, tiny_config(max_steps=4, save_every=1), progress=False)
+    assert saved_seconds(run) == [10.0, 20.0, 30.0, 40.0]
+    train(data_dir, run, tiny_config(max_steps=6, save_every=1), progress=False)  # a resume
+    assert saved_seconds(run)[-2:] == [50.0, 60.0]

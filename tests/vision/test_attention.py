@@ -1,15 +1,11 @@
-"""Class-token attention, attention rollout and the PNG of `aiayn vision-attention`."""
+"""Class-token attention and attention rollout (aiayn.vision.attention)."""
 
 import numpy as np
 import pytest
 import torch
 
-from aiayn.cli import main
 from aiayn.errors import AiaynError
 from aiayn.vision.attention import attention_rollout, class_token_attention, patch_map
-from aiayn.vision.io import save_vision_model
-from aiayn.vision.model import VisionConfig, VisionTransformer
-from aiayn.vision.plots import plot_attention
 
 
 def random_weights(layers: int, batch: int = 2, heads: int = 3, tokens: int = 5) -> list[torch.Tensor]:
@@ -56,41 +52,3 @@ def test_patch_map_spreads_each_score_over_its_pixels():
     assert torch.equal(heat[:3, :3], torch.full((3, 3), 0.25))
     assert torch.equal(heat[3:, 3:], torch.ones(3, 3))
     assert torch.equal(heat[:3, 3:], torch.full((3, 3), 0.5))
-
-
-@pytest.mark.parametrize("method", ["rollout", "cls"])
-def test_plot_attention_of_an_image_file_writes_a_png(tmp_path, method):
-    from PIL import Image
-
-    model = VisionTransformer(VisionConfig(d_model=32, d_ff=64, n_heads=2, n_layers=2))
-    classes = [f"class {i}" for i in range(10)]
-    save_vision_model(model, tmp_path / "model", classes)
-    Image.fromarray(np.random.default_rng(0).integers(0, 256, (40, 30), dtype=np.uint8)).save(
-        tmp_path / "in.png"
-    )
-    out, predicted, p = plot_attention(
-        tmp_path / "model", tmp_path / "a.png", image_file=tmp_path / "in.png", method=method
-    )
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert predicted in classes and p == pytest.approx(0.1)  # the head starts at zero: uniform
-
-
-def test_plot_attention_refuses_what_is_not_an_image(tmp_path):
-    model = VisionTransformer(VisionConfig(d_model=32, d_ff=64, n_heads=2, n_layers=1))
-    save_vision_model(model, tmp_path / "model", [str(i) for i in range(10)])
-    (tmp_path / "bad.png").write_text("no pixels here")
-    with pytest.raises(AiaynError, match="cannot read the image"):
-        plot_attention(tmp_path / "model", tmp_path / "a.png", image_file=tmp_path / "bad.png")
-
-
-@pytest.mark.parametrize(
-    ("name", "message"),
-    [("a.txt", "must end in .png"), ("adir", "must end in .png"), ("d.png", "is a folder")],
-)
-def test_cli_vision_attention_writes_only_a_png_file(tmp_path, capsys, name, message):
-    """A bad --out is refused before the model loads (MODEL_DIR does not exist here)."""
-    (tmp_path / "d.png").mkdir()
-    assert main(["vision-attention", str(tmp_path / "no-model"), "--out", str(tmp_path / name)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"--out {tmp_path / name}: " in err and message in err
-    assert [p.name for p in tmp_path.iterdir()] == ["d.png"]

@@ -4,10 +4,8 @@ import pytest
 import torch
 
 from aiayn.config import ConfigError, ModelConfig
-from aiayn.errors import AiaynError
 from aiayn.model.layers import LayerSettings
 from aiayn.model.transformer import Encoder
-from aiayn.vision.io import load_vision_model, save_vision_model
 from aiayn.vision.model import VisionConfig, VisionTransformer
 from aiayn.vision.patches import patchify, sinusoidal_2d
 
@@ -112,25 +110,6 @@ def test_the_encoder_reads_the_vision_config_itself():
     encoder = VisionTransformer(c).encoder
     assert encoder.norm is None and len(encoder.layers) == c.n_layers
     assert encoder.layers[0].ffn.linear1.out_features == c.d_ff
-
-
-def test_model_directory_round_trip(tmp_path):
-    model = VisionTransformer(tiny_config())
-    torch.nn.init.normal_(model.head.weight)
-    save_vision_model(model, tmp_path / "m", [str(i) for i in range(10)], test_accuracy=0.5)
-    loaded, info = load_vision_model(tmp_path / "m")
-    images = torch.rand(2, 1, 28, 28)
-    torch.testing.assert_close(loaded(images), model.eval()(images), atol=0, rtol=0)
-    assert info["classes"][3] == "3" and info["test_accuracy"] == 0.5
-    assert loaded.config == model.config
-
-
-def test_a_text_model_directory_is_refused(tmp_path):
-    (tmp_path / "config.json").write_text('{"format_version": 1, "model": {}}')
-    with pytest.raises(AiaynError, match="not an image model"):
-        load_vision_model(tmp_path)
-    with pytest.raises(AiaynError, match="not a model directory"):
-        load_vision_model(tmp_path / "nowhere")
 
 
 def test_pixels_are_normalised_inside_the_model():
