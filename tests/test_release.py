@@ -48,6 +48,19 @@ def test_aiayn_version_prints_the_version(capsys):
     assert capsys.readouterr().out == f"aiayn {aiayn.__version__}\n"
 
 
+@pytest.mark.parametrize("args", [["--version"], ["distill", "--help"], ["serve", "--help"]])
+def test_the_command_answers_without_importing_torch(args):
+    """`aiayn --version` and a command's --help build the whole parser: PyTorch stays unimported (its
+    import is seconds). -X importtime logs every module the command imports, the re-run included."""
+    env = {**os.environ, "PYTHONPATH": str(Path(aiayn.__file__).parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "aiayn", *args], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    modules = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "aiayn.cli" in modules and "torch" not in modules, sorted(m for m in modules if "torch" in m)
+
+
 def test_the_changelog_opens_with_this_release():
     text = (ROOT / "CHANGELOG.md").read_text()
     releases = RELEASE.findall(text)

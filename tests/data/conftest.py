@@ -1,12 +1,32 @@
-"""Fixtures for the data tests: the built-in corpora, loaded (and bible-es-en prepared) once per session."""
+"""Fixtures for the data tests: the built-in corpora, loaded (and bible-es-en prepared) once per session;
+the installed English LibreOffice help pages parsed once per session, whichever corpora read them."""
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 import pytest
 
+from aiayn.data.builtin import libreoffice as libreoffice_module
 from aiayn.data.builtin import load_builtin
 from aiayn.data.builtin.libreoffice import HELP_ROOT
 from aiayn.data.builtin.sword import SWORD_ROOT
+
+
+@pytest.fixture(scope="session")
+def help_pages_read_once():
+    """`read_units` of an installed English help page (HELP_ROOT/en-US, which a run does not change)
+    parsed once: the English pages are one side of every LibreOffice corpus. Others are read as ever."""
+    read_units = libreoffice_module.read_units
+    english = functools.cache(read_units)
+
+    def read(path: Path) -> dict[str, str]:
+        return english(path) if path.is_relative_to(HELP_ROOT / "en-US") else read_units(path)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(libreoffice_module, "read_units", read)
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -17,7 +37,7 @@ def bible():
 
 
 @pytest.fixture(scope="session")
-def libreoffice():
+def libreoffice(help_pages_read_once):
     if not (HELP_ROOT / "de").is_dir():
         pytest.skip(f"{HELP_ROOT}/de missing: run `make deb`")
     return load_builtin("libreoffice-en-de")

@@ -172,7 +172,7 @@ def test_libreoffice_pairs_align_in_either_direction(tmp_path):
 
 
 @pytest.mark.slow
-def test_libreoffice_spanish_english():
+def test_libreoffice_spanish_english(help_pages_read_once):
     if not (libreoffice_module.HELP_ROOT / "es").is_dir():
         pytest.skip("libreoffice-help-es missing: run `make deb`")
     splits = load_builtin("libreoffice-es-en")

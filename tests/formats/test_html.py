@@ -161,11 +161,18 @@ def test_a_tag_that_never_ends_is_one_error(page, where):
 
 
 def test_the_toy_translator_gives_its_plain_translation_with_the_tags_kept(translator):
+    """Each fragment's sentences (as translate_html gives them to a translator) translated as plain
+    text, all fragments' in one call (each sentence's translation is its own; one call saves a
+    search per fragment), against the fragment translated by translate_html."""
+    sentences = {}
     for fragment in WELL_FORMED:
         recorder = Copier()
         translate_html(recorder, fragment)
-        sentences = [s for call in recorder.calls for s in call]
-        plain = translate_texts(translator, sentences) if sentences else []
+        sentences[fragment] = [s for call in recorder.calls for s in call]
+    everything = [s for fragment in WELL_FORMED for s in sentences[fragment]]
+    translations = iter(translate_texts(translator, everything))
+    for fragment in WELL_FORMED:
+        plain = [next(translations) for _ in sentences[fragment]]
         output = translate_html(translator, fragment)
         source, found = Page(fragment), Page(output)
         same_markup(source, found, nested=True)

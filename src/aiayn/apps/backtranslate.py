@@ -28,14 +28,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from aiayn.apps.defaults import BT_CHUNK as CHUNK
+from aiayn.apps.defaults import BT_TAG as TAG
 from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.data.corpus import decode_line
 from aiayn.errors import AiaynError
 from aiayn.model.io import read_config
 from aiayn.safe_io import atomic_path, atomic_write_text, capped_lines, input_file, output_dir
 
-TAG = "<BT>"
-CHUNK = 1000  # lines translated per resumable part
 META = "meta.json"
 
 

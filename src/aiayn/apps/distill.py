@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from aiayn.apps.defaults import DISTILL_CHUNK as CHUNK
+from aiayn.apps.defaults import STUDENT
 from aiayn.apps.shortlist import check_same_vocabulary
 from aiayn.config import DecodeConfig, ModelConfig, RunConfig
 from aiayn.data.datadir import META_FILE, RAW_DIR, SPLITS, SPM_FILE, DataDir
@@ -47,11 +49,9 @@ from aiayn.safe_io import (
     vacant,
 )
 
-CHUNK = 1000  # training sources translated per chunk: what an interruption can lose
 PARTS, PARTS_FILE = "data.parts", "parts.json"
 # what distill writes in OUT/data.parts (and atomic_path's temporaries of them, which a kill leaves)
 PART_NAME = re.compile(r"\.?(parts\.json|chunk-\d{5,}\.npz)(\.[0-9a-f]{8}\.tmp)?")
-STUDENT = "student"  # configs/student.yaml: the student's model and recipe
 
 
 def _sources(data: DataDir) -> list[np.ndarray]:

@@ -16,14 +16,13 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from aiayn.apps.defaults import CANDIDATES, FREQUENT, ITERATIONS
 from aiayn.data.datadir import DataDir
 from aiayn.data.lexicon import ibm_model1, most_frequent
 from aiayn.decode.shortlist import Shortlist
 from aiayn.errors import AiaynError
 from aiayn.model.io import read_config
 from aiayn.tokenizers import load_tokenizer
-
-CANDIDATES, FREQUENT, ITERATIONS = 50, 50, 5
 
 
 def check_same_vocabulary(model_dir: Path, info: dict, config, data: DataDir) -> None:

@@ -10,7 +10,8 @@ from aiayn.config import DecodeConfig, SamplingConfig
 
 
 def add_backtranslate(sub: argparse._SubParsersAction) -> None:
-    from aiayn.apps.backtranslate import CHUNK, TAG
+    from aiayn.apps.defaults import BT_CHUNK as CHUNK
+    from aiayn.apps.defaults import BT_TAG as TAG
 
     p = sub.add_parser(
         "backtranslate",

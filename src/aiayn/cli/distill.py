@@ -9,7 +9,8 @@ from aiayn.cli.options import counting_number
 
 
 def add_distill(sub: argparse._SubParsersAction) -> None:
-    from aiayn.apps.distill import CHUNK, STUDENT
+    from aiayn.apps.defaults import DISTILL_CHUNK as CHUNK
+    from aiayn.apps.defaults import STUDENT
     from aiayn.cli.decoding import add_search_options
     from aiayn.cli.options import add_set_option
     from aiayn.configs import PRESETS

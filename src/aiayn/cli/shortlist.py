@@ -9,7 +9,7 @@ from aiayn.cli.options import counting_number
 
 
 def add_shortlist(sub: argparse._SubParsersAction) -> None:
-    from aiayn.apps.shortlist import CANDIDATES, FREQUENT, ITERATIONS
+    from aiayn.apps.defaults import CANDIDATES, FREQUENT, ITERATIONS
 
     p = sub.add_parser(
         "shortlist",
