@@ -47,7 +47,7 @@ from pathlib import Path
 
 import httpx
 
-from serve_load import _client, _toy_model, start_server
+from serve_load import V1, _client, _toy_model, start_server
 
 TIMEOUT_S = 2.0
 GIGABYTE, CHUNK = 1 << 30, 1 << 20
@@ -219,7 +219,7 @@ async def run(url: str, pid: int, texts: list[str], clients: int, hostile: int, 
         idle = memory_kb(pid)["VmRSS"]
         stop = time.perf_counter() + args.seconds
         await asyncio.gather(
-            *(_client(http, url, texts, stop, seed, polite) for seed in range(clients)),
+            *(_client(http, url, V1(), texts, stop, seed, polite) for seed in range(clients)),
             _health(http, url, stop, health),
             *(_hostile(url, bodies, args.kinds.split(","), stop, i, got) for i in range(hostile)),
             *(_slow_headers(url, stop, got) for _ in range(hostile) if "slowheaders" in args.kinds),

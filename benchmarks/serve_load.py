@@ -120,15 +120,19 @@ async def _client(
     rng = random.Random(seed)
     while time.perf_counter() < stop:
         start = time.perf_counter()
+        what = "ok"
         try:
             response = await http.post(f"{url}{api.path}", json=api.body(rng.choice(texts)))
             ok = response.status_code == 200 and api.answered(response)
-        except (httpx.HTTPError, ValueError, KeyError):
-            ok = False
+            what = "ok" if ok else f"{response.status_code} {response.text[:80]}"
+        except (httpx.HTTPError, ValueError, KeyError) as err:
+            ok, what = False, type(err).__name__
         if ok:
             out["latencies"].append(time.perf_counter() - start)
         else:
             out["errors"] += 1
+            out.setdefault("failures", {}).setdefault(what, 0)
+            out["failures"][what] += 1
 
 
 async def load(url: str, api: V1 | Libre, texts: list[str], clients: int, seconds: float) -> dict:
@@ -149,6 +153,7 @@ async def load(url: str, api: V1 | Libre, texts: list[str], clients: int, second
         "requests_per_s": round(len(lat) / elapsed, 1),
         "p50_ms": round(1000 * statistics.median(lat), 1) if lat else None,
         "p99_ms": round(1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))], 1) if lat else None,
+        "failures": out.get("failures", {}),  # what each failed request got: status and body, or error
     }
 
 

@@ -57,6 +57,14 @@ def toy_reverse_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def onnx_dir(toy_model_dir, tmp_path_factory) -> Path:
+    """The toy translator exported for ONNX Runtime and transformers.js (int8 too), once per run."""
+    from aiayn.interop.onnx_export import export_onnx
+
+    return built_once(tmp_path_factory, "toy-onnx", lambda out: export_onnx(toy_model_dir, out, int8=True))
+
+
+@pytest.fixture(scope="session")
 def toy_multilingual_model_dir(tmp_path_factory) -> Path:
     """The toy translator of Spanish into German or English, chosen by a >>de<< / >>en<< tag."""
     from toy import build_toy_multilingual_model_dir

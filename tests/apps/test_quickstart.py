@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from aiayn.cli import main
+from aiayn.decode.texts import translate_texts
 from aiayn.decode.translator import Translator
 from aiayn.runtime.linear import linear_backend
 
@@ -38,7 +39,7 @@ def test_quickstart_writes_every_artefact_and_reuses_them(tmp_path, capsys):
     meta = json.loads((out / "data" / "meta.json").read_text())
     assert meta["pairs"]["test"] > 900
     translator = Translator.load(out / "model")
-    assert len(translator.translate(["Y dijo Dios: Sea la luz."], beam_size=2)) == 1
+    assert len(translate_texts(translator, ["Y dijo Dios: Sea la luz."], beam_size=2)) == 1
     scores = json.loads((out / "eval" / "scores.json").read_text())
     assert scores["n_sentences"] == 12 and 0 <= scores["bleu"] <= 100 and 0 <= scores["chrf"] <= 100
     assert len((out / "eval" / "test.hyp").read_text().splitlines()) == 12

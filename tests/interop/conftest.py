@@ -1,4 +1,5 @@
-"""Fixtures for the Marian interop tests (helpers in marian_helpers.py)."""
+"""Fixtures for the Marian interop tests (helpers in marian_helpers.py) and the ONNX ones (onnx_helpers.py;
+the export itself is tests/conftest.py's `onnx_dir`)."""
 
 from __future__ import annotations
 
@@ -27,3 +28,16 @@ def tokenizer_files(tmp_path_factory) -> dict[str, Path]:
     (dirs["separate"] / "target_vocab.json").write_text(json.dumps(marian_vocab([tgt], pad_at=2)))
     (dirs["separate"] / "tokenizer_config.json").write_text(json.dumps({"separate_vocabs": True}))
     return dirs
+
+
+@pytest.fixture(scope="session")
+def onnx_toy(toy_model_dir):
+    """The toy translator, and its ids into the export's order and back."""
+    import torch
+
+    from aiayn.decode.translator import Translator
+    from aiayn.interop.opus_layout import OpusLayout
+
+    translator = Translator.load(toy_model_dir, device="cpu")
+    layout = OpusLayout.of(translator.config)
+    return translator, layout.target, torch.argsort(layout.target)  # export id -> aiayn id, and back

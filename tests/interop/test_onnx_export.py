@@ -22,49 +22,19 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from onnx_helpers import HELD_OUT, TRAINING, export_ids
 
 from aiayn.cli import main
-from aiayn.config import DecodeConfig
 from aiayn.decode.texts import translate_texts
-from aiayn.decode.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.interop import onnx_export
 from aiayn.interop.onnx_export import export_onnx
 from aiayn.interop.onnx_graphs import past_names
-from aiayn.interop.opus_layout import OpusLayout
-from aiayn.model.io import load_model_dir
-from toy_translation import toy_pairs
 
-TRAINING = {src for src, _ in toy_pairs(4096)}  # what build_toy_model_dir trains on
-HELD_OUT = [src for src, _ in toy_pairs(80, seed=11) if src not in TRAINING][:40]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 ort = pytest.importorskip("onnxruntime", reason="needs onnxruntime (pip install aiayn[onnx])")
 tokenizers = pytest.importorskip("tokenizers", reason="needs tokenizers (installed with transformers)")
-from aiayn.interop.onnx_runtime import OnnxModel, OnnxStepper  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def onnx_dir(toy_model_dir, tmp_path_factory):
-    return export_onnx(toy_model_dir, tmp_path_factory.mktemp("onnx") / "out", int8=True)
-
-
-@pytest.fixture(scope="module")
-def toy(toy_model_dir):
-    translator = Translator.load(toy_model_dir, device="cpu")
-    layout = OpusLayout.of(translator.config)
-    return translator, layout.target, torch.argsort(layout.target)  # export id -> aiayn id, and back
-
-
-def export_ids(onnx_dir, texts) -> torch.Tensor:
-    """The texts through tokenizer.json, right-padded with the export's <pad>."""
-    tokenizer = tokenizers.Tokenizer.from_file(str(onnx_dir / "tokenizer.json"))
-    rows = [e.ids for e in tokenizer.encode_batch(texts)]
-    pad = json.loads((onnx_dir / "config.json").read_text())["pad_token_id"]
-    src = torch.full((len(rows), max(map(len, rows))), pad)
-    for i, row in enumerate(rows):
-        src[i, : len(row)] = torch.tensor(row)
-    return src
 
 
 def test_the_directory_is_optimums_seq2seq_layout(onnx_dir):
@@ -103,60 +73,13 @@ def test_the_directory_is_optimums_seq2seq_layout(onnx_dir):
     assert inputs["use_cache_branch"].type == "tensor(bool)" and inputs["use_cache_branch"].shape == [1]
 
 
-def test_tokenizer_json_gives_aiayns_ids(onnx_dir, toy):
-    translator, _, to_export = toy
+def test_tokenizer_json_gives_aiayns_ids(onnx_dir, onnx_toy):
+    translator, _, to_export = onnx_toy
     texts = HELD_OUT + sorted(TRAINING)[:200] + ["  el   gato  ", "EL GATO"]
     src = export_ids(onnx_dir, texts)
     for row, text in zip(src.tolist(), texts, strict=True):
         ours = to_export[torch.tensor(translator.encode([text])[0])].tolist()
         assert row[: len(ours)] == ours, text
-
-
-@pytest.mark.parametrize(
-    "beam, alpha, style", [(1, 0.6, "gnmt"), (4, 0.6, "gnmt"), (4, 1.0, "len"), (4, 1.0, "fairseq")]
-)
-def test_onnx_runtime_translates_as_aiayn(onnx_dir, toy, beam, alpha, style):
-    translator, _, to_export = toy
-    options = DecodeConfig(beam_size=beam, alpha=alpha, length_penalty_style=style)
-    theirs = OnnxModel.load(onnx_dir, threads=1).search(export_ids(onnx_dir, HELD_OUT), options)
-    ours = translator.translate_batch(HELD_OUT, beam_size=beam, alpha=alpha, length_penalty_style=style)
-    assert [h[0].tokens for h in theirs] == [
-        to_export[torch.tensor(t[0].tokens, dtype=torch.long)].tolist() for t in ours
-    ]
-    assert sum(len(t[0].tokens) for t in ours) > 3 * len(HELD_OUT)  # real translations
-    torch.testing.assert_close(
-        torch.tensor([h[0].score for h in theirs]),
-        torch.tensor([t[0].score for t in ours]),
-        atol=1e-4,
-        rtol=0,
-    )
-
-
-def test_each_steps_logits_are_aiayns(onnx_dir, toy, toy_model_dir):
-    """Teacher-forced on aiayn's own greedy outputs: every step's fp32 logits within 1e-4."""
-    translator, from_export, to_export = toy
-    model = load_model_dir(toy_model_dir, "cpu")[0].eval()
-    texts = HELD_OUT[:8]
-    outputs = [t[0].tokens for t in translator.translate_batch(texts, beam_size=1)]
-    session = OnnxModel.load(onnx_dir)
-    for text, tokens in zip(texts, outputs, strict=True):
-        src = torch.tensor([translator.encode([text])[0]])
-        tgt_in = torch.tensor([[translator.config.start_id, *tokens]])
-        with torch.no_grad():
-            ours = model(src, tgt_in)[0][:, from_export]  # (steps, vocab) in the export's order
-        stepper = OnnxStepper(session.encoder, session.decoder, to_export[src].numpy(), session.pad_id, 1)
-        theirs = torch.cat([stepper.logits(to_export[tgt_in[:, t]]) for t in range(tgt_in.size(1))])
-        torch.testing.assert_close(theirs, ours, atol=1e-4, rtol=0)
-
-
-def test_int8_weights_translate_sanely(onnx_dir):
-    src = export_ids(onnx_dir, HELD_OUT)
-    options = DecodeConfig(beam_size=1)
-    fp32 = [h[0].tokens for h in OnnxModel.load(onnx_dir).search(src, options)]
-    int8 = [h[0].tokens for h in OnnxModel.load(onnx_dir, int8=True).search(src, options)]
-    assert sum(a == b for a, b in zip(fp32, int8, strict=True)) >= 0.75 * len(HELD_OUT)
-    quantized = onnx_dir / "onnx/decoder_model_merged_quantized.onnx"
-    assert quantized.stat().st_size < (onnx_dir / "onnx/decoder_model_merged.onnx").stat().st_size
 
 
 def test_bad_input_is_one_line(toy_model_dir, tmp_path, capsys, monkeypatch):
@@ -214,7 +137,7 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (Debian package chromium)")
-def test_the_page_translates_in_chromium_as_aiayn(onnx_dir, toy):
+def test_the_page_translates_in_chromium_as_aiayn(onnx_dir, onnx_toy):
     """index.html served by a plain static file server on 127.0.0.1: transformers.js loads the export
     and its own runtime from there (any other request fails the test) and translates as aiayn's greedy."""
     from playwright.sync_api import sync_playwright
@@ -223,7 +146,7 @@ def test_the_page_translates_in_chromium_as_aiayn(onnx_dir, toy):
         pytest.skip(
             "no transformers.js in the export: run `npm ci --ignore-scripts` in web/ (make test does)"
         )
-    translator, _, _ = toy
+    translator, _, _ = onnx_toy
     texts = HELD_OUT[:6]
     expected = translate_texts(translator, texts, beam_size=1)
     server = http.server.ThreadingHTTPServer(
