@@ -56,6 +56,18 @@ def toy_reverse_model_dir(tmp_path_factory) -> Path:
     return stored_toy_reverse_model_dir(tmp_path_factory.mktemp("toy-reverse") / "model")
 
 
+@pytest.fixture
+def monolingual_text(tmp_path) -> tuple[Path, list[str]]:
+    """25 toy Spanish sentences in a file with a blank line after the tenth (back-translation's
+    input), and the sentences."""
+    from toy_translation import toy_pairs
+
+    path = tmp_path / "mono.es"
+    lines = [s for s, _ in toy_pairs(25, seed=3)]
+    path.write_text("\n".join(lines[:10]) + "\n\n" + "\n".join(lines[10:]) + "\n", encoding="utf-8")
+    return path, lines
+
+
 @pytest.fixture(scope="session")
 def onnx_dir(toy_model_dir, tmp_path_factory) -> Path:
     """The toy translator exported for ONNX Runtime and transformers.js (int8 too), once per run."""

@@ -11,21 +11,14 @@ from aiayn.apps import backtranslate as bt
 from aiayn.config import DecodeConfig, SamplingConfig
 from aiayn.decode.texts import translate_texts
 from aiayn.errors import AiaynError
-from toy import toy_pairs
 
 BEAM = bt.BackTranslation(DecodeConfig(beam_size=2), None)
 
 
-@pytest.fixture
-def text(tmp_path):
-    path = tmp_path / "mono.es"
-    lines = [s for s, _ in toy_pairs(25, seed=3)]
-    path.write_text("\n".join(lines[:10]) + "\n\n" + "\n".join(lines[10:]) + "\n", encoding="utf-8")
-    return path, lines
-
-
-def test_beam_back_translation_is_the_reverse_models_translation(toy_model_dir, translator, text, tmp_path):
-    path, lines = text
+def test_beam_back_translation_is_the_reverse_models_translation(
+    toy_model_dir, translator, monolingual_text, tmp_path
+):
+    path, lines = monolingual_text
     out = bt.backtranslate(toy_model_dir, path, tmp_path / "bt", BEAM, device="cpu", chunk=7, progress=False)
     # the toy model translates es -> en: as a reverse model its outputs are the forward sources
     assert (out / "bt.en").read_text(encoding="utf-8").splitlines() == translate_texts(
@@ -37,8 +30,10 @@ def test_beam_back_translation_is_the_reverse_models_translation(toy_model_dir, 
     assert not (out / "parts").exists()
 
 
-def test_sampled_and_tagged_resumes_to_the_same_corpus(toy_model_dir, text, tmp_path, monkeypatch):
-    path, _ = text
+def test_sampled_and_tagged_resumes_to_the_same_corpus(
+    toy_model_dir, monolingual_text, tmp_path, monkeypatch
+):
+    path, _ = monolingual_text
     how = bt.BackTranslation(DecodeConfig(beam_size=1), SamplingConfig(temperature=1.5, seed=4), tag=True)
     whole = bt.backtranslate(
         toy_model_dir, path, tmp_path / "whole", how, device="cpu", chunk=7, progress=False
@@ -63,16 +58,16 @@ def test_sampled_and_tagged_resumes_to_the_same_corpus(toy_model_dir, text, tmp_
     assert all(line.startswith(bt.TAG + " ") for line in sources)
 
 
-def test_a_finished_out_is_reused_only_for_the_same_inputs(toy_model_dir, text, tmp_path):
-    path, _ = text
+def test_a_finished_out_is_reused_only_for_the_same_inputs(toy_model_dir, monolingual_text, tmp_path):
+    path, _ = monolingual_text
     out = bt.backtranslate(toy_model_dir, path, tmp_path / "bt", BEAM, device="cpu", progress=False)
     assert bt.backtranslate(toy_model_dir, path, out, BEAM, device="cpu", progress=False) == out
     with pytest.raises(AiaynError, match="another model, text or search"):
         bt.backtranslate(toy_model_dir, path, out, bt.BackTranslation(DecodeConfig(beam_size=3), None))
 
 
-def test_parts_of_another_search_are_refused(toy_model_dir, text, tmp_path, monkeypatch):
-    path, _ = text
+def test_parts_of_another_search_are_refused(toy_model_dir, monolingual_text, tmp_path, monkeypatch):
+    path, _ = monolingual_text
     monkeypatch.setattr(bt, "_join", lambda *args: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         bt.backtranslate(toy_model_dir, path, tmp_path / "bt", BEAM, device="cpu", chunk=7, progress=False)

@@ -3,18 +3,7 @@ errors for bad input."""
 
 from __future__ import annotations
 
-import pytest
-
 from aiayn.cli import main
-from toy import toy_pairs
-
-
-@pytest.fixture
-def text(tmp_path):
-    path = tmp_path / "mono.es"
-    lines = [s for s, _ in toy_pairs(25, seed=3)]
-    path.write_text("\n".join(lines[:10]) + "\n\n" + "\n".join(lines[10:]) + "\n", encoding="utf-8")
-    return path, lines
 
 
 def test_bad_input_is_one_line(toy_model_dir, tmp_path, capsys):
@@ -41,12 +30,12 @@ def test_bad_input_is_one_line(toy_model_dir, tmp_path, capsys):
     assert "not a model directory" in capsys.readouterr().err
 
 
-def test_the_command_line_writes_a_corpus_prepare_takes(toy_model_dir, text, tmp_path, capsys):
+def test_the_command_line_writes_a_corpus_prepare_takes(toy_model_dir, monolingual_text, tmp_path, capsys):
     from aiayn.data.datadir import DataDir
     from aiayn.data.prepare import prepare
     from aiayn.data.recipe import load_recipe
 
-    path, _ = text
+    path, _ = monolingual_text
     assert (
         main(["backtranslate", str(toy_model_dir), str(path), "--out", str(tmp_path / "bt"), "--no-progress"])
         == 0

@@ -120,3 +120,15 @@ def quiet_sacremoses():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*sacremoses", category=UserWarning)
         yield
+
+
+def batch(config) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sources of 8, 4 and 2 tokens, padded (3, 8), and decoder inputs (3, 6)."""
+    g = torch.Generator().manual_seed(2)
+    src = torch.randint(4, config.source_vocab_size, (3, 8), generator=g)
+    for row, n in enumerate([8, 4, 2]):
+        src[row, n - 1] = config.eos_id
+        src[row, n:] = config.pad_id
+    tgt_in = torch.randint(4, config.vocab_size, (3, 6), generator=g)
+    tgt_in[:, 0] = config.start_id
+    return src, tgt_in

@@ -11,7 +11,7 @@ from contextlib import nullcontext
 import pytest
 import sentencepiece as spm
 import torch
-from marian_helpers import SOURCE_WORDS, TARGET_WORDS, quiet_sacremoses, synthetic_text
+from marian_helpers import SOURCE_WORDS, TARGET_WORDS, batch, quiet_sacremoses, synthetic_text
 
 from aiayn.cli import main
 from aiayn.config import ModelConfig
@@ -52,17 +52,6 @@ def random_model(tmp_path, spm_model, **overrides) -> Transformer:
                 p.normal_(0.0, 0.5)
     save_model_dir(model, tmp_path / "model", spm_model.path)
     return model
-
-
-def batch(config: ModelConfig):
-    g = torch.Generator().manual_seed(2)
-    src = torch.randint(4, config.source_vocab_size, (3, 8), generator=g)
-    for row, n in enumerate([8, 4, 2]):
-        src[row, n - 1] = config.eos_id
-        src[row, n:] = config.pad_id
-    tgt_in = torch.randint(4, config.vocab_size, (3, 6), generator=g)
-    tgt_in[:, 0] = config.start_id
-    return src, tgt_in
 
 
 def hf_logits(hf_dir, src, tgt_in, mask):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from marian_helpers import batch
 
 from aiayn.config import ModelConfig
 from aiayn.errors import AiaynError
@@ -23,18 +24,6 @@ def random_model(**overrides) -> Transformer:
             if p.dim() == 1:
                 p.normal_(0.0, 0.5)
     return model.eval()
-
-
-def batch(config: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sources of 8, 4 and 2 tokens, padded (3, 8), and decoder inputs (3, 6)."""
-    g = torch.Generator().manual_seed(2)
-    src = torch.randint(4, config.source_vocab_size, (3, 8), generator=g)
-    for row, n in enumerate([8, 4, 2]):
-        src[row, n - 1] = config.eos_id
-        src[row, n:] = config.pad_id
-    tgt_in = torch.randint(4, config.vocab_size, (3, 6), generator=g)
-    tgt_in[:, 0] = config.start_id
-    return src, tgt_in
 
 
 def test_permutation_turns_interleaved_into_concat():
