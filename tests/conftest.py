@@ -21,7 +21,8 @@ import aiayn
 from toy import stored_toy_model_dir, stored_toy_reverse_model_dir
 from toy_translation import toy_pairs, unrelated_pairs, write_data_dir, write_parallel
 
-torch.set_num_threads(2)
+# one intra-op thread a pytest-xdist worker (make test runs one worker a core), two alone
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 
 
 @pytest.fixture(autouse=True)
