@@ -124,7 +124,6 @@ def test_the_layout_names_every_module_of_every_package(package):
 TESTS = PACKAGE.parents[1] / "tests"
 NO_MIRROR = {  # module: why it has no tests/<package path>/test_<module>.py
     "_renamed.py": "deprecation shim of moved modules: tests/test_renamed.py",
-    "decode/search.py": "deprecated keyword signatures of the searches: tests/test_renamed.py",
 }
 
 
