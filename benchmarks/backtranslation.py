@@ -2,15 +2,16 @@
 verses (a seeded sample of bible-es-en's train split), with and without back-translated English:
 
 1. an English -> Spanish model is trained on the same 3,000 pairs (the quickstart's recipe);
-2. it back-translates (`aiayn backtranslate`, sampled: its default) `--mono` English verses of the
-   World English Bible (bible-es-en-web's train side), verses outside the 3,000, so the synthetic
-   pairs add text the real ones lack;
-3. two Spanish -> English models train for the same `--steps` updates (the same update budget):
-   one on the 3,000 pairs alone, one on a recipe of the 3,000 and the synthetic pairs (weights 1);
-4. both are scored on the Bible's test split (beam 4, sacreBLEU), and a table printed.
+2. it back-translates (`aiayn backtranslate`) `--mono` English verses of the World English Bible
+   (bible-es-en-web's train side), verses outside the 3,000, so the synthetic pairs add text the real
+   ones lack: once sampled (the command's default) and once with beam 4 (`--modes`);
+3. Spanish -> English models train for the same `--steps` updates (the same update budget): one on
+   the 3,000 pairs alone, and one a back-translation on a recipe of the 3,000 and its synthetic
+   pairs (weights 1);
+4. each is scored on the Bible's test split (beam 4, sacreBLEU), and a table printed.
 
     python benchmarks/backtranslation.py [--out runs/backtranslation] [--pairs 3000] [--mono 20000]
-        [--steps 1000] [--reverse-steps 1000] [--limit N]
+        [--steps 1000] [--reverse-steps 1000] [--modes sample,beam] [--limit N]
 
 `--limit` scores only the first N test pairs; with small `--pairs`, `--mono` and `--steps` it is a
 smoke run.
@@ -53,9 +54,12 @@ def low_resource(args: argparse.Namespace) -> tuple[dict, list[str]]:
     return {"train": [kjv["train"][i] for i in chosen], "valid": kjv["valid"], "test": kjv["test"]}, mono
 
 
-def back_translate(splits: dict, mono: list[str], args: argparse.Namespace) -> Path:
-    """Train the English -> Spanish model on the swapped pairs and back-translate `mono` with it
-    (sampled, `aiayn backtranslate`'s default) -> OUT/bt, holding bt.es and bt.en."""
+MODES = {"sample": [], "beam": ["--beam", "4"]}  # `aiayn backtranslate`'s flags for each
+
+
+def back_translate(splits: dict, mono: list[str], args: argparse.Namespace) -> dict[str, Path]:
+    """Train the English -> Spanish model on the swapped pairs and back-translate `mono` with it in
+    each of `--modes` -> {mode: OUT/bt-MODE, holding bt.es and bt.en}."""
     swapped = {
         k: write([(t, s) for s, t in v], args.out / "text" / "reverse", k, ("en", "es"))
         for k, v in splits.items()
@@ -64,9 +68,12 @@ def back_translate(splits: dict, mono: list[str], args: argparse.Namespace) -> P
     reverse = train_model(data, args.out / "run-reverse", args.reverse_steps or args.steps)
     text = args.out / "text" / "mono.en"
     text.write_text("".join(line + "\n" for line in mono), encoding="utf-8")
-    subprocess.run([*AIAYN, "backtranslate", str(reverse), str(text), "--out", str(args.out / "bt")]
-                   + ["--no-progress"], check=True)  # fmt: skip
-    return args.out / "bt"
+    done = {}
+    for mode in args.modes.split(","):
+        done[mode] = args.out / f"bt-{mode}"
+        subprocess.run([*AIAYN, "backtranslate", str(reverse), str(text), "--out", str(done[mode])]
+                       + [*MODES[mode], "--no-progress"], check=True)  # fmt: skip
+    return done
 
 
 def with_bt(forward: dict[str, PairFiles], bt: Path, out: Path) -> Path:
@@ -78,7 +85,7 @@ def with_bt(forward: dict[str, PairFiles], bt: Path, out: Path) -> Path:
     ]
     body = {"src_lang": "es", "tgt_lang": "en", "sources": sources}
     body |= {split: files(forward[split]) for split in ("valid", "test")}
-    recipe = out / "with-bt.yaml"
+    recipe = out / f"with-{bt.name}.yaml"
     recipe.write_text(yaml.safe_dump(body, allow_unicode=True), encoding="utf-8")
     return recipe
 
@@ -94,19 +101,22 @@ def main() -> int:
     p.add_argument("--mono", type=int, default=20000, help="WEB English verses back-translated")
     p.add_argument("--steps", type=int, default=1000, help="updates of each Spanish -> English model")
     p.add_argument("--reverse-steps", type=int, help="updates of the English -> Spanish model (--steps)")
+    p.add_argument("--modes", default="sample,beam", help="back-translation by sampling, beam 4, or both")
     p.add_argument("--vocab-size", type=int, default=4000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--limit", type=int, help="score only the first N test pairs (smoke runs)")
     args = p.parse_args()
     splits, mono = low_resource(args)
     forward = {k: write(v, args.out / "text", k, ("es", "en")) for k, v in splits.items()}
-    bt = back_translate(splits, mono, args)
+    bts = back_translate(splits, mono, args)
     datasets = {
-        "parallel only": prepare(args.out / "data-parallel", SplitFiles(*forward.values()), **_sizes(args)),
-        "+ back-translated": prepare(
-            args.out / "data-bt", load_recipe(with_bt(forward, bt, args.out)), **_sizes(args)
-        ),
+        "parallel only": prepare(args.out / "data-parallel", SplitFiles(*forward.values()), **_sizes(args))
     }
+    for mode, bt in bts.items():
+        recipe = load_recipe(with_bt(forward, bt, args.out))
+        datasets[f"+ back-translated ({mode})"] = prepare(
+            args.out / f"data-{bt.name}", recipe, **_sizes(args)
+        )
     rows = {}
     for i, (name, data) in enumerate(datasets.items()):
         model = train_model(data, args.out / f"run-{i}", args.steps)

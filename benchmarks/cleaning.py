@@ -15,7 +15,8 @@ recipe on the clean, the noisy and the cleaned data and prints each one's test B
 The score rule (dual conditional cross-entropy, `aiayn.data.scoring`) runs too, after the other four,
 with `--score-models FORWARD REVERSE` (an es->en and an en->es model directory) or `--score-steps N`
 (both trained here on the clean train split with the quickstart's recipe for N updates, as
-Junczys-Dowmunt (2018) trained them on clean data); it is the one rule that sees misaligned pairs,
+Junczys-Dowmunt (2018) trained them on clean data; with `--train` and `--score-steps` equal to `--steps`,
+the clean run is the es->en one); it is the one rule that sees misaligned pairs,
 and the report gives their recall by it (`misaligned_by_score`). `--score-drop` is its share (0.1:
 about the misaligned share of what the other rules keep at --noise 0.3).
 
@@ -125,19 +126,16 @@ def main() -> int:
     splits["train"] = splits["train"][: args.pairs]
     pairs, labels = noisy(splits["train"], args.noise, args.seed)
     held = {split: write(splits[split], args.out / "text", split) for split in ("valid", "test")}
-    cleaning = Cleaning(score=_score_models(args, splits, held))
-    datasets = {}
-    runs = [("clean", splits["train"], False), ("noisy", pairs, False), ("cleaned", pairs, True)]
-    for name, data, clean in [*runs, ("clean-cleaned", splits["train"], True)]:
-        files = SplitFiles(write(data, args.out / "text", f"train-{name}"), held["valid"], held["test"])
-        datasets[name] = prepare(
-            args.out / name,
-            files,
-            src_lang="es",
-            tgt_lang="en",
-            progress=False,
-            clean=cleaning if clean else None,
-        )
+    datasets, models = {"clean": _prepare(args.out, "clean", splits["train"], held, None)}, {}
+    if args.train and args.score_steps == args.steps:  # the clean run is the score rule's forward model
+        models["clean"] = train_model(datasets["clean"], args.out / "run-clean", args.steps)
+    cleaning = Cleaning(score=_score_models(args, splits, held, models.get("clean")))
+    for name, data, clean in [
+        ("noisy", pairs, False),
+        ("cleaned", pairs, True),
+        ("clean-cleaned", splits["train"], True),
+    ]:
+        datasets[name] = _prepare(args.out, name, data, held, cleaning if clean else None)
     reasons = np.load(datasets["cleaned"] / "cleaning" / "reasons.npy")
     result = {
         "pairs": len(pairs),
@@ -151,7 +149,7 @@ def main() -> int:
     if args.train:
         result["bleu"] = {}
         for name, path in datasets.items():
-            model = train_model(path, args.out / f"run-{name}", args.steps)
+            model = models.get(name) or train_model(path, args.out / f"run-{name}", args.steps)
             result["bleu"][name] = bleu_on_test(model, path, args.out / f"run-{name}" / "eval", args.limit)[0]
         print(json.dumps(result["bleu"], indent=1))
     (args.out / "result.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -159,15 +157,22 @@ def main() -> int:
     return 0
 
 
-def _score_models(args: argparse.Namespace, splits: dict, held: dict) -> Score | None:
+def _prepare(out: Path, name: str, pairs: list, held: dict, cleaning: Cleaning | None) -> Path:
+    """OUT/NAME: `pairs` as the train split (es -> en), the Bible's valid and test, cleaned or not."""
+    files = SplitFiles(write(pairs, out / "text", f"train-{name}"), held["valid"], held["test"])
+    return prepare(out / name, files, src_lang="es", tgt_lang="en", progress=False, clean=cleaning)
+
+
+def _score_models(args: argparse.Namespace, splits: dict, held: dict, forward: Path | None) -> Score | None:
     """The score rule's models: given, or an es->en and an en->es model trained on the clean train
-    split for --score-steps updates; None: no score rule."""
+    split for --score-steps updates (`forward`, when the clean run already is that es->en model);
+    None: no score rule."""
     if args.score_models:
         return Score(*args.score_models, drop=args.score_drop)
     if not args.score_steps:
         return None
-    models = []
-    for name, swap in (("forward", False), ("reverse", True)):
+    models = [forward] if forward else []
+    for name, swap in (("forward", False), ("reverse", True))[len(models) :]:
         langs = ("en", "es") if swap else ("es", "en")
         flip = (lambda pairs: [(t, s) for s, t in pairs]) if swap else list
         text = args.out / "text" / name

@@ -12,7 +12,9 @@ Reported per size:
                  trainer's threads), the data directory's size on disk
     first update wall seconds from `aiayn train --preset tiny --max-steps 1` starting to its exit
                  (set-up, one update, one checkpoint), then the same for a resume to step 2 (what
-                 every restart pays)
+                 every restart pays); and of each, the set-up: the seconds outside the training loop
+                 (the wall time less the loop's own `elapsed_s`; imports, data, model, optimizer,
+                 and the checkpoint write and exit after the update)
 
 With `--model MODEL_DIR`, a translation job of `--lines` lines (the synthetic sources, or
 `--texts` tiled) through `aiayn translate -i -o` (a job in parts): lines/s and peak RSS.
@@ -24,6 +26,7 @@ With `--model MODEL_DIR`, a translation job of `--lines` lines (the synthetic so
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -105,11 +108,20 @@ def one_size(out: Path, pairs: int, workers: int | None) -> dict:
     train = ["train", str(data), "--out", str(run), "--preset", "tiny", "--device", "cpu", "--no-progress"]
     subprocess.run(["rm", "-rf", str(run)], check=True)
     row["first_update_s"], row["train_rss_mb"] = timed(aiayn(*train, "--max-steps", "1"), out / "train1.log")
+    row["first_setup_s"] = row["first_update_s"] - _loop_seconds(run)
     row["resume_update_s"], _ = timed(aiayn(*train, "--max-steps", "2"), out / "train2.log")
+    row["resume_setup_s"] = row["resume_update_s"] - _loop_seconds(run)
     return row
 
 
-def translation(out: Path, model: Path, texts: Path | None, lines: int, corpus: Path) -> dict:
+def _loop_seconds(run: Path) -> float:
+    """The training loop's own seconds in the last invocation (metrics.jsonl's last train row's
+    `elapsed_s`: from the loop's start to its update's row)."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r for r in rows if r.get("kind") == "train"][-1]["elapsed_s"]
+
+
+def translation(out: Path, model: Path, texts: Path | None, lines: int, corpus: Path | None) -> dict:
     source = texts or corpus
     found = [line for line in source.read_text(encoding="utf-8").splitlines()[:lines] if line.strip()]
     tiled = (found * (-(-lines // len(found))))[:lines]
@@ -134,15 +146,19 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [one_size(args.out, pairs, args.workers) for pairs in sizes]
     print(f"\n{os.cpu_count()} cores; python benchmarks/scale.py --pairs {args.pairs}\n")
-    print("| pairs | prepare s | prepare peak RSS MB | on disk MB | first update s | resumed update s |")
+    print("| pairs | prepare s | peak RSS MB | on disk MB | first update s (set-up) | resumed (set-up) |")
     print("|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
             f"| {r['pairs']:,} | {r['prepare_s']:.0f} | {r['prepare_rss_mb']:.0f} | {r['disk_mb']:.0f} "
-            f"| {r['first_update_s']:.1f} | {r['resume_update_s']:.1f} |"
+            f"| {r['first_update_s']:.1f} ({r['first_setup_s']:.1f}) "
+            f"| {r['resume_update_s']:.1f} ({r['resume_setup_s']:.1f}) |"
         )
     if args.model:
-        job = translation(args.out, args.model, args.texts, args.lines, args.out / f"corpus-{sizes[0]}.src")
+        if not (args.texts or sizes):
+            parser.error("--model needs --texts or a corpus size in --pairs")
+        corpus = args.out / f"corpus-{sizes[0]}.src" if sizes else None
+        job = translation(args.out, args.model, args.texts, args.lines, corpus)
         print(
             f"\ntranslate -i ({job['lines']:,} lines) -o: {job['seconds']:.0f} s, "
             f"{job['lines_per_s']:.0f} lines/s, peak RSS {job['rss_mb']:.0f} MB"

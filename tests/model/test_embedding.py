@@ -52,3 +52,15 @@ def test_token_embedding_is_scaled_by_sqrt_d_model():
     tokens = torch.tensor([[3, 5, 7]])
     torch.testing.assert_close(emb(tokens), emb.weight[tokens] * 4.0)
     assert abs(emb.weight.std().item() - 16**-0.5) < 0.05  # N(0, d_model^-0.5)
+
+
+def test_a_meta_embedding_is_not_drawn_and_a_real_one_is():
+    """Shapes-only models (`check_fits`) skip the N(0, d^-0.5) draw; real ones are drawn as before."""
+    with torch.device("meta"):
+        meta = TokenEmbedding(20, 16)
+    assert meta.weight.is_meta and meta.weight.shape == (20, 16)
+    torch.manual_seed(3)
+    drawn = TokenEmbedding(4000, 64).weight
+    torch.manual_seed(3)
+    expected = torch.empty(4000, 64).normal_(0, 64**-0.5)
+    assert torch.equal(drawn, expected)

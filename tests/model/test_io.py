@@ -144,3 +144,16 @@ def test_integer_weights_are_refused_at_load(tmp_path):
     save_file(weights, str(out / "model.safetensors"))
     with pytest.raises(AiaynError, match=rf"model.safetensors: {name} holds I32 numbers, not floating point"):
         load_model_dir(out)
+
+
+def test_loading_a_model_directory_imports_no_compiler(tmp_path, run_python):
+    """`check_fits` builds the model on the meta device; drawing weights there would import
+    torch._dynamo (~2 s of every `aiayn translate` or `serve` start)."""
+    model = Transformer(ModelConfig(vocab_size=50, d_model=16, d_ff=32, n_heads=2, n_layers=1))
+    (tmp_path / "spm.model").write_bytes(b"x")
+    out = save_model_dir(model, tmp_path / "m", tmp_path / "spm.model")
+    printed = run_python(
+        "import sys\nfrom aiayn.model.io import load_model_dir\n"
+        f"load_model_dir({str(out)!r})\nprint('torch._dynamo' in sys.modules)\n"
+    )
+    assert printed.strip() == "False"

@@ -58,7 +58,7 @@ class LearnedPositions(nn.Module):
     def __init__(self, max_positions: int, d_model: int):
         super().__init__()
         self.embedding = nn.Embedding(max_positions, d_model)
-        nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
+        _init_normal(self.embedding.weight, d_model**-0.5)
 
     def forward(self, length: int, offset: int = 0) -> Tensor:
         end = offset + length
@@ -68,13 +68,21 @@ class LearnedPositions(nn.Module):
         return self.embedding.weight[offset:end]
 
 
+def _init_normal(weight: Tensor, std: float) -> None:
+    """N(0, std^2) in place; a meta tensor (shapes only: `aiayn.model.io.check_fits`) is left as it
+    is, since PyTorch draws on the meta device through its compiler's references, whose first use
+    imports torch._dynamo (~2 s of every model load)."""
+    if not weight.is_meta:
+        nn.init.normal_(weight, std=std)
+
+
 class TokenEmbedding(nn.Module):
     """3.4: a learned embedding multiplied by sqrt(d_model); initialised N(0, d_model^-0.5)."""
 
     def __init__(self, vocab_size: int, d_model: int, scale: bool = True):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(vocab_size, d_model))
-        nn.init.normal_(self.weight, std=d_model**-0.5)
+        _init_normal(self.weight, d_model**-0.5)
         self.scale = math.sqrt(d_model) if scale else 1.0
 
     def forward(self, tokens: Tensor) -> Tensor:
