@@ -131,12 +131,13 @@ def test_head_sizes_are_d_model_over_h_unless_both_are_set():
 
 
 def test_sampling_defaults_are_sampling_config_s(toy_model_dir):
-    from aiayn.cli import _controls, build_parser
+    from aiayn.cli import build_parser
+    from aiayn.cli.translate import controls_of
     from aiayn.config import SamplingConfig
     from aiayn.serve.schemas import Sample
 
     args = build_parser().parse_args(["translate", str(toy_model_dir), "--sample"])
-    assert _controls(args)["sample"] == SamplingConfig()
+    assert controls_of(args)["sample"] == SamplingConfig()
     assert SamplingConfig(**Sample().model_dump()) == SamplingConfig()
     assert TranslateRequest(text="x", sample={}).sample == Sample()
 

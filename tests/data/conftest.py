@@ -51,3 +51,31 @@ def bible_data_dir(tmp_path_factory):
     from aiayn.data.prepare import prepare
 
     return prepare(tmp_path_factory.mktemp("bible") / "data", "bible-es-en", progress=False)
+
+
+@pytest.fixture
+def corpus(tmp_path, write_corpus):
+    """300 good train pairs, 2 empty, 1 too long (> 40 tokens), 1 lopsided; 20 valid and 10 test pairs."""
+    src, tgt = write_corpus(300, seed=0)
+    for path, extra in ((src, ["", "the good", "water " * 60, "a"]), (tgt, ["the", "", "day", "long " * 30])):
+        with open(path, "a", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in extra)
+    valid = write_corpus(20, seed=1, names=("valid.es", "valid.en"))
+    test = write_corpus(10, seed=2, names=("test.es", "test.en"))
+    return src, tgt, valid, test
+
+
+@pytest.fixture
+def prepare_corpus():
+    """prepare(out, corpus, **kwargs) of the `corpus` fixture's files: max_len 40, max_ratio 9, 120
+    pieces, no progress bars unless asked."""
+    from aiayn.data.prepare import prepare
+    from aiayn.data.sources import Filters, PairFiles, SplitFiles
+
+    def prepare_corpus(out, corpus, **kwargs):
+        src, tgt, valid, test = corpus
+        files = SplitFiles(PairFiles(src, tgt), PairFiles(*valid), PairFiles(*test))
+        filters = Filters(max_len=40, max_ratio=9)
+        return prepare(out, files, filters=filters, vocab_size=120, **{"progress": False, **kwargs})
+
+    return prepare_corpus

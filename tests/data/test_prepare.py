@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,26 +33,8 @@ def _append(path, lines):
         f.writelines(line + "\n" for line in lines)
 
 
-@pytest.fixture
-def corpus(tmp_path, write_corpus):
-    """300 good train pairs, 2 empty, 1 too long (> 40 tokens), 1 lopsided; 20 valid and 10 test pairs."""
-    src, tgt = write_corpus(300, seed=0)
-    _append(src, ["", "the good", "water " * 60, "a"])
-    _append(tgt, ["the", "", "day", "long " * 30])
-    valid = write_corpus(20, seed=1, names=("valid.es", "valid.en"))
-    test = write_corpus(10, seed=2, names=("test.es", "test.en"))
-    return src, tgt, valid, test
-
-
-def _prepare_corpus(out, corpus, **kwargs):
-    src, tgt, valid, test = corpus
-    files = SplitFiles(PairFiles(src, tgt), PairFiles(*valid), PairFiles(*test))
-    filters = Filters(max_len=40, max_ratio=9)
-    return prepare(out, files, filters=filters, vocab_size=120, **{"progress": False, **kwargs})
-
-
-def test_data_directory_layout_and_counts(tmp_path, corpus):
-    out = _prepare_corpus(tmp_path / "data", corpus)
+def test_data_directory_layout_and_counts(tmp_path, corpus, prepare_corpus):
+    out = prepare_corpus(tmp_path / "data", corpus)
     meta = DataDir(out).meta
     assert meta["pairs"] == {"train": 300, "valid": 20, "test": 10}
     assert meta["dropped"]["train"] == {
@@ -80,105 +61,24 @@ def test_data_directory_layout_and_counts(tmp_path, corpus):
     assert _lines(out / "raw" / "test.src") == _lines(corpus[3][0])
 
 
-def test_rerun_does_nothing_unless_force(tmp_path, corpus, capsys):
-    out = _prepare_corpus(tmp_path / "data", corpus)
-    stamp = (out / "meta.json").stat().st_mtime_ns
-    capsys.readouterr()
-    _prepare_corpus(out, corpus)  # without progress bars, still said
-    assert (out / "meta.json").stat().st_mtime_ns == stamp
-    assert "is already prepared; pass --force" in capsys.readouterr().err
-    _prepare_corpus(out, corpus, force=True)
-    assert (out / "meta.json").stat().st_mtime_ns != stamp
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
-
-
-def test_force_never_deletes_files_prepare_did_not_write(tmp_path, corpus):
-    out = _prepare_corpus(tmp_path / "data", corpus)
-    (out / "raw" / "notes.txt").write_text("keep me")
-    meta = (out / "meta.json").read_text()
-    with pytest.raises(AiaynError, match=r"--force would delete .*raw/notes.txt, which prepare did not"):
-        _prepare_corpus(out, corpus, force=True)
-    assert (out / "raw" / "notes.txt").read_text() == "keep me" and (out / "meta.json").read_text() == meta
-
-
-def test_force_removes_the_trainers_plan_cache(tmp_path, corpus):
-    """The batch plans a trainer keeps in the data directory (aiayn.data.plan_cache) are derived from
-    it: --force rebuilds without them, not refusing them as someone else's."""
-    out = _prepare_corpus(tmp_path / "data", corpus)
-    (out / "plan-cache").mkdir()
-    (out / "plan-cache" / "0123abcd-00000.npz").write_bytes(b"plan")
-    _prepare_corpus(out, corpus, force=True)
-    assert not (out / "plan-cache").exists() and (out / "meta.json").is_file()
-
-
-def test_a_prepared_directory_is_reused_only_for_its_own_corpus(tmp_path, corpus, write_corpus):
-    """Another corpus (here: a train file that is missing) is refused, not answered with the old data."""
-    out = _prepare_corpus(tmp_path / "data", corpus)
-    meta = (out / "meta.json").read_text()
-    other = (tmp_path / "missing.es", *corpus[1:])
-    with pytest.raises(AiaynError, match=r"data is already prepared from another corpus \(files .*train"):
-        _prepare_corpus(out, other)
-    with pytest.raises(AiaynError, match=r"already prepared from another corpus \(files"):
-        prepare(out, "bible-es-en", progress=False)
-    assert (out / "meta.json").read_text() == meta
-
-
-def test_the_same_files_named_otherwise_are_the_same_corpus(tmp_path, corpus, monkeypatch):
-    """meta.json records absolute paths: a relative name from another directory is the same file,
-    and the same relative name from another directory is another file."""
-    out = _prepare_corpus(tmp_path / "data", corpus)
-    assert DataDir(out).meta["inputs"]["train"]["src"] == str(corpus[0].resolve())
-    monkeypatch.chdir(corpus[0].parent)
-    relative = (Path(corpus[0].name), Path(corpus[1].name), *corpus[2:])
-    stamp = (out / "meta.json").stat().st_mtime_ns
-    _prepare_corpus(out, relative)
-    assert (out / "meta.json").stat().st_mtime_ns == stamp
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    for path in corpus[:2]:
-        (elsewhere / path.name).write_text("uno dos\n", encoding="utf-8")
-    monkeypatch.chdir(elsewhere)
-    with pytest.raises(AiaynError, match="already prepared from another corpus"):
-        _prepare_corpus(out, relative)
-
-
-def test_out_under_a_file_is_a_one_line_error(tmp_path, corpus):
-    with pytest.raises(AiaynError, match=rf"^--out {corpus[0]}/sub: a file is there, not a directory$"):
-        _prepare_corpus(corpus[0] / "sub", corpus)
-
-
-def test_out_at_a_dangling_link_is_refused_and_its_target_not_made(tmp_path, corpus):
-    (tmp_path / "out").symlink_to(tmp_path / "gone" / "deep" / "data")
-    with pytest.raises(AiaynError, match=rf"^--out {tmp_path}/out: a link to {tmp_path}/gone/deep/data, "):
-        _prepare_corpus(tmp_path / "out", corpus)
-    assert not (tmp_path / "gone").exists()
-
-
-def test_a_failed_run_leaves_nothing_that_looks_complete(tmp_path, corpus, monkeypatch):
+def test_a_failed_run_leaves_nothing_that_looks_complete(tmp_path, corpus, monkeypatch, prepare_corpus):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(prepare_module.Tokenizer, "train", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        _prepare_corpus(tmp_path / "data", corpus)
+        prepare_corpus(tmp_path / "data", corpus)
     assert not (tmp_path / "data").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def test_force_failure_keeps_the_old_directory(tmp_path, corpus, monkeypatch):
-    out = _prepare_corpus(tmp_path / "data", corpus)
+def test_force_failure_keeps_the_old_directory(tmp_path, corpus, monkeypatch, prepare_corpus):
+    out = prepare_corpus(tmp_path / "data", corpus)
     meta = (out / "meta.json").read_text()
-    monkeypatch.setattr(prepare_module, "_encode_split", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(prepare_module, "encode_split", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
-        _prepare_corpus(out, corpus, force=True)
+        prepare_corpus(out, corpus, force=True)
     assert (out / "meta.json").read_text() == meta
-
-
-def test_refuses_to_replace_a_directory_that_is_not_a_data_directory(tmp_path, corpus):
-    (tmp_path / "mine").mkdir()
-    (tmp_path / "mine" / "notes.txt").write_text("keep me")
-    with pytest.raises(AiaynError, match="not a data directory"):
-        _prepare_corpus(tmp_path / "mine", corpus, force=True)
 
 
 def test_seeded_split_of_a_tsv(tmp_path, write_corpus):
@@ -237,49 +137,6 @@ def test_a_malformed_meta_json_is_a_one_line_error(tmp_path, text):
     with pytest.raises(AiaynError, match="meta.json: not (valid JSON|a JSON object)") as error:
         _ = DataDir(tmp_path).meta
     assert "\n" not in str(error.value)
-
-
-def test_reuses_a_vocabulary_unchanged(tmp_path, corpus, write_corpus):
-    first = _prepare_corpus(tmp_path / "first", corpus)
-    src, tgt = write_corpus(200, seed=7, names=("other.es", "other.en"))
-    for spm in (first, first / "spm.model"):  # a data or model directory, or the file itself
-        out = prepare(
-            tmp_path / "second", SplitFiles(PairFiles(src, tgt)), spm=spm, progress=False, force=True
-        )
-        assert (out / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
-    meta = DataDir(out).meta
-    tokenizer = Tokenizer.load(first / "spm.model")
-    assert meta["vocab_size"] == meta["requested_vocab_size"] == tokenizer.vocab_size
-    assert meta["tokenizer"]["trained_on"] == f"reused: {(first / 'spm.model').resolve()}"
-    assert _lines(out / "spm.vocab") == _lines(first / "spm.vocab")
-    train = TokenDataset(out, "train")
-    raw = _lines(out / "raw" / "train.src")
-    assert [list(train[i][0][:-1]) for i in range(len(raw))] == tokenizer.encode(raw)
-    assert meta["unk"]["train"] == {"src": 0, "tgt": 0}
-
-
-def test_a_reused_vocabulary_counts_unknown_characters(tmp_path, corpus):
-    first = _prepare_corpus(tmp_path / "first", corpus)
-    tsv = tmp_path / "digits.tsv"
-    tsv.write_text("".join(f"the {i} water\tday {i}\n" for i in range(200)))
-    meta = DataDir(prepare(tmp_path / "d", SplitFiles(PairFiles(tsv=tsv)), spm=first, progress=False)).meta
-    # the first corpus has no digits: each number is one unk piece on each side
-    for side in ("src", "tgt"):
-        assert sum(meta["unk"][split][side] for split in ("train", "valid", "test")) == 200
-    assert meta["unk"]["train"]["tgt"] == meta["pairs"]["train"]
-
-
-def test_vocabulary_reuse_errors(tmp_path, corpus):
-    src, tgt, _, _ = corpus
-    first = _prepare_corpus(tmp_path / "first", corpus)
-    size = DataDir(first).meta["vocab_size"]
-    with pytest.raises(AiaynError, match=f"has {size} pieces but --vocab-size asks for 8000"):
-        prepare(tmp_path / "d", SplitFiles(PairFiles(src, tgt)), spm=first, vocab_size=8000)
-    with pytest.raises(AiaynError, match="no SentencePiece model there"):
-        prepare(tmp_path / "d", SplitFiles(PairFiles(src, tgt)), spm=tmp_path)
-    with pytest.raises(AiaynError, match="not a SentencePiece model"):
-        prepare(tmp_path / "d", SplitFiles(PairFiles(src, tgt)), spm=first / "meta.json")
-    assert not (tmp_path / "d").exists()
 
 
 def test_train_limit_keeps_a_seeded_sample(tmp_path, write_corpus):
@@ -362,58 +219,23 @@ def test_a_killed_process_never_leaves_a_complete_looking_directory(tmp_path, wr
     assert not list(tmp_path.glob(".data.tmp-*"))
 
 
-def test_long_held_out_pairs_stay_in_raw_text_but_out_of_the_shards(tmp_path, corpus, capsys):
-    """One over-long dev pair would be a batch of its own (or overflow learned positions) mid-run."""
-    src, tgt, valid, test = corpus
-    lines = _lines(valid[0])
-    lines[2] = "water " * 60  # more than max_len=40 pieces
-    valid[0].write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    out = _prepare_corpus(tmp_path / "data", corpus)  # --no-progress hides bars, not notes
-    meta = DataDir(out).meta
-    assert meta["long_held_out"] == {
-        "valid": {"pairs": 1, "first": f"{valid[0]}:3"},
-        "test": {"pairs": 0, "first": None},
-    }
-    assert meta["pairs"]["valid"] == len(TokenDataset(out, "valid")) == 19
-    assert _lines(out / "raw" / "valid.src") == [" ".join(line.split()) for line in lines]  # BLEU: all 20
-    assert max(TokenDataset(out, "valid").src_lengths) <= 41
-    note = f"1 valid pair(s) have more than max_len=40 pieces (first: {valid[0]}:3)"
-    assert note in capsys.readouterr().err
-
-
-def test_held_out_pairs_drawn_from_train_are_named_by_their_train_line(tmp_path, write_corpus):
-    src, tgt = write_corpus(400, seed=3)
-    lines = _lines(src)
-    long_lines = set(range(0, len(lines), 2))
-    for i in long_lines:
-        lines[i] = f"word{i} " * 50
-    src.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    filters = Filters(max_len=40, max_ratio=100)
-    files = SplitFiles(PairFiles(src, tgt))
-    out = prepare(tmp_path / "data", files, filters=filters, vocab_size=100, progress=False)
-    meta = DataDir(out).meta
-    first = meta["long_held_out"]["valid"]["first"]
-    assert meta["long_held_out"]["valid"]["pairs"] >= 1 and first.startswith(f"{src}:")
-    assert int(first.rpartition(":")[2]) - 1 in long_lines
-
-
-def test_a_run_killed_between_its_renames_loses_nothing(tmp_path, corpus):
-    out = _prepare_corpus(tmp_path / "data", corpus)
+def test_a_run_killed_between_its_renames_loses_nothing(tmp_path, corpus, prepare_corpus):
+    out = prepare_corpus(tmp_path / "data", corpus)
     out.rename(tmp_path / ".data.old-.data.tmp-abc12345")  # what the old code's first rename did
     (tmp_path / ".data.tmp-abc12345").mkdir()  # the finished work of the killed run
-    _prepare_corpus(out, corpus)
+    prepare_corpus(out, corpus)
     assert DataDir(out).meta["pairs"]["train"] == 300
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def test_cleanup_leaves_a_concurrent_runs_work_alone(tmp_path, corpus):
+def test_cleanup_leaves_a_concurrent_runs_work_alone(tmp_path, corpus, prepare_corpus):
     live, dead = tmp_path / ".data.tmp-live0000", tmp_path / ".data.tmp-dead0000"
     live.mkdir()
     dead.mkdir()
     fd = os.open(live, os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_EX)  # as a running prepare holds its own
     try:
-        _prepare_corpus(tmp_path / "data", corpus)
+        prepare_corpus(tmp_path / "data", corpus)
     finally:
         os.close(fd)
     assert live.is_dir() and not dead.exists()
@@ -547,21 +369,13 @@ def test_tagged_recipe_mistakes_are_one_line(tmp_path, body, message):
         load_recipe(recipe)
 
 
-def test_the_same_bytes_for_any_number_of_workers(tmp_path, corpus):
-    one = _prepare_corpus(tmp_path / "one", corpus, workers=1)
-    two = _prepare_corpus(tmp_path / "two", corpus, workers=2)
+def test_the_same_bytes_for_any_number_of_workers(tmp_path, corpus, prepare_corpus):
+    one = prepare_corpus(tmp_path / "one", corpus, workers=1)
+    two = prepare_corpus(tmp_path / "two", corpus, workers=2)
     for name in ("spm.model", "train.src.bin", "train.tgt.bin", "train.index.npz", "test.src.bin"):
         assert (one / name).read_bytes() == (two / name).read_bytes(), name
     with pytest.raises(AiaynError, match="--workers must be at least 1"):
-        _prepare_corpus(tmp_path / "zero", corpus, workers=0)
-
-
-def test_too_little_free_space_is_refused_before_the_build(tmp_path, corpus, monkeypatch):
-    real = prepare_module.shutil.disk_usage
-    monkeypatch.setattr(prepare_module.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
-    with pytest.raises(AiaynError, match=r"GiB free, but preparing this corpus needs about"):
-        _prepare_corpus(tmp_path / "data", corpus)
-    assert not (tmp_path / "data").exists() and not list(tmp_path.glob(".data*"))
+        prepare_corpus(tmp_path / "zero", corpus, workers=0)
 
 
 def test_cleaning_that_removes_every_pair_says_so(tmp_path, write_corpus):
@@ -575,9 +389,3 @@ def test_cleaning_that_removes_every_pair_says_so(tmp_path, write_corpus):
             progress=False,
         )
     assert not (tmp_path / "data").exists()
-
-
-def test_the_same_files_cleaned_otherwise_are_named_as_such(tmp_path, corpus):
-    out = _prepare_corpus(tmp_path / "data", corpus)
-    with pytest.raises(AiaynError, match="from this corpus with other cleaning"):
-        _prepare_corpus(out, corpus, clean=Cleaning(rules=("copies",)))

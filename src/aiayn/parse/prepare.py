@@ -21,9 +21,11 @@ import numpy as np
 from aiayn.config import UNK_ID
 from aiayn.data.datadir import RAW_DIR, SPLITS, DataDir
 from aiayn.data.dataset import ShardWriter, token_dtype
-from aiayn.data.prepare import FORMAT_VERSION, building, tokenizer_meta
+from aiayn.data.outdir import building
+from aiayn.data.prepare import FORMAT_VERSION
 from aiayn.data.stage import open_text
 from aiayn.data.tokenizer import Tokenizer
+from aiayn.data.vocabulary import tokenizer_meta
 from aiayn.errors import AiaynError
 from aiayn.parse.treebank import gather
 from aiayn.parse.trees import TERMINAL, Tree, constituent_labels, linearise
