@@ -1,4 +1,4 @@
-"""What speculative decoding's check costs against one decoding step (issue 39): the teacher's native
+"""What speculative decoding's check costs against one decoding step: the teacher's native
 pass over m new positions of one sentence (`NativeDecoder.extend`, k = m - 1 proposals checked)
 against its single native step, at decode.py's model sizes (random weights: the speed does not
 depend on them), float32 on the CPU as `Translator.load` prepares a teacher with a draft loaded

@@ -65,7 +65,7 @@ SIZES = {
 }
 EOS, UNK = 0, 1  # Marian's ids; pad is the last id and the decoder starts from it
 TARGET = 1.0  # run_all.py's bar: aiayn at least as fast as each peer
-INT8_TARGET = 0.8  # issue 9: int8 at >= 0.8x CTranslate2's int8
+INT8_TARGET = 0.8  # int8 at >= 0.8x CTranslate2's int8
 
 
 def build_models(size: str, device: str, suppress_eos: bool = True) -> tuple[MarianMTModel, Transformer]:

@@ -1,4 +1,4 @@
-"""What each decoding control costs (issue 18): output tokens per second of a trained model on the
+"""What each decoding control costs: output tokens per second of a trained model on the
 same test sentences with the control off and on, in one run, and the BLEU of reference words used
 as terminology constraints.
 

@@ -1,4 +1,4 @@
-"""Does aiayn's parseval score as EVALB does? (issue 19, section 6.3)
+"""Does aiayn's parseval score as EVALB does? (section 6.3)
 
 Draws --sentences gold trees from the synthetic grammar (aiayn.parse.grammar) dressed with what
 WSJ trees hold (traces, function tags, TOP roots, constituents of punctuation only) and a random

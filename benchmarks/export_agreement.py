@@ -1,4 +1,4 @@
-"""Do the tools people convert aiayn's exports with translate as aiayn does? (issue 21)
+"""Do the tools people convert aiayn's exports with translate as aiayn does?
 
 Exports MODEL_DIR with `aiayn export-hf`, converts the result with CTranslate2's converter (what
 `ct2-transformers-converter` runs), and translates the first --limit lines of DATA/raw/test.src

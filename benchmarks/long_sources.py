@@ -1,5 +1,5 @@
 """How much of a long source a model translates, by its length against the model's longest training
-source (config.json's `longest_source`, issue 38 item 15): test verses joined without sentence ends
+source (config.json's `longest_source`): test verses joined without sentence ends
 into texts of about 0.75, 1, 1.5, 2 and 3 times that many tokens, translated greedily whole and with
 aiayn's split at twice it; printed: output words per input word.
 

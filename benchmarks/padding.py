@@ -1,4 +1,4 @@
-"""The fraction of padding in token-bucketed batches of the Bible corpus (issue 9; paper 5.1).
+"""The fraction of padding in token-bucketed batches of the Bible corpus (paper 5.1).
 
 Padding costs training time in every model alike: a batch of n pairs is computed at
 n x (longest source) on the encoder side and n x (longest target) on the decoder side. This
@@ -25,7 +25,7 @@ from aiayn.configs import QUICKSTART
 from aiayn.data.batching import TokenBatchSampler, collate
 from aiayn.data.dataset import TokenDataset
 
-TARGET = 0.05  # issue 9: under 5% padding
+TARGET = 0.05  # under 5% padding
 DEFAULT_DATA = Path(tempfile.gettempdir()) / "aiayn-bench" / "bible-es-en"
 
 

@@ -1,5 +1,5 @@
-"""Every peer comparison of issues 9, 15 and 39 in one run, then one table of aiayn vs peer with ratios
-per instruction set.
+"""Every peer comparison (training and decoding speed, padding, serving, int8 quality, students) in one
+run, then one table of aiayn vs peer with ratios per instruction set.
 
 `make bench` runs this after installing the `bench` extra (transformers, ctranslate2). Each pass
 prints `aiayn doctor`'s report of the machine first (measured under that pass's variables). Each
@@ -13,7 +13,7 @@ Scripts that take `--json PATH` write {"rows": [...]} there, one row per measure
 ratio >= target, or ratio <= target for measures where lower is better). Those rows make the final
 tables; every script's own output is shown as it runs.
 
-Instruction sets (issue 15: the targets hold on AVX2 CPUs too): on a CPU with AVX-512 a second
+Instruction sets (the targets hold on AVX2 CPUs too): on a CPU with AVX-512 a second
 pass runs the jobs with targets on every CPU (training, decoding, int8 quality) again with the AVX2
 kernels of every library selected (`AVX2_ENV`: oneDNN, MKL, ATen, FBGEMM's int8 kernels and the
 peer CTranslate2's), so one run gives one table per instruction set. Those kernels keep the faster

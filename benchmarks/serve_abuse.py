@@ -54,7 +54,7 @@ GIGABYTE, CHUNK = 1 << 30, 1 << 20
 TARGET_P99_RATIO, TARGET_RSS_RATIO, TARGET_HEALTH_P99_MS = 3.0, 2.0, 1000.0
 KINDS = ("attention", "body", "timeout", "garbage", "splitter", "draft", "slowheaders")
 SPLITTER_TEXTS = ("." * 100_000, "a." * 49_999 + " x", ". " * 50_000, "a\n\n" * 33_000)
-SLOW_CONNECTIONS, SLOW_EVERY_S = 75, 5.0  # per hostile client: 4 of them hold 300, as in issue 38
+SLOW_CONNECTIONS, SLOW_EVERY_S = 75, 5.0  # per hostile client: 4 of them hold 300 slow connections
 
 
 def memory_kb(pid: int) -> dict[str, int]:

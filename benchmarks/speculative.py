@@ -1,4 +1,4 @@
-"""Speculative greedy decoding against the teacher's own greedy search (issue 39): output tokens per
+"""Speculative greedy decoding against the teacher's own greedy search: output tokens per
 second for one sentence at a time (interactive latency) and for batches of 32, the share of draft
 tokens the teacher accepted, and whether every output is the teacher's, token for token.
 

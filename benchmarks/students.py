@@ -1,4 +1,4 @@
-"""Issue 39's table: a distilled student beside its teacher, and both beside CTranslate2, on the
+"""The students table: a distilled student beside its teacher, and both beside CTranslate2, on the
 test books of the quickstart's data (938 verses of the Bible).
 
 Rows (one process each, built and warmed up on the first sentences, then timed translating every

@@ -1,4 +1,4 @@
-"""Training throughput: aiayn vs torch.nn.Transformer vs HF MarianMTModel (issue 9).
+"""Training throughput: aiayn vs torch.nn.Transformer vs HF MarianMTModel.
 
 One training step = forward + label-smoothed cross entropy (epsilon 0.1) + backward + Adam step,
 fp32 on the CPU, dropout 0.1 everywhere, on the same 64 x 32-token batches (random tokens, fixed
@@ -47,7 +47,7 @@ PRESETS = {
 MODELS = ("aiayn", "torch", "hf")
 LABELS = {"aiayn": "aiayn", "torch": "nn.Transformer", "hf": "HF Marian (sdpa)"}
 PAD, BOS, SMOOTHING, DROPOUT = 0, 2, 0.1, 0.1
-TARGET = 1.3  # issue 15: aiayn at least 1.3x the faster peer's tokens/s
+TARGET = 1.3  # aiayn at least 1.3x the faster peer's tokens/s
 
 
 def smoothed_cross_entropy(logits, tgt_out):

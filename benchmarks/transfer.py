@@ -1,4 +1,4 @@
-"""Transfer learning (issue 10): a trained model continued on a small corpus vs training from scratch.
+"""Transfer learning: a trained model continued on a small corpus vs training from scratch.
 
 The base model is a Spanish -> English translator trained on the Bible (`aiayn quickstart`); the
 target is a few thousand pairs of Spanish -> English LibreOffice help text, a domain the Bible never
@@ -85,7 +85,7 @@ def print_table(rows: list[dict]) -> None:
 
 
 def init_from(base: Path) -> list[str]:
-    """--init-from BASE, the decoder starting where BASE's does (a model from before issue 21: <s>)."""
+    """--init-from BASE, the decoder starting where BASE's does (a model from before the zero start: <s>)."""
     from aiayn.model.io import read_config
 
     start = read_config(base)[0].decoder_start_id

@@ -240,8 +240,8 @@ def test_a_config_file_can_start_from_a_preset(tmp_path):
 
 
 def test_the_beam_and_the_temperature_are_bounded():
-    """Issue 38 items 10 and 11: --beam 100000 allocated 10 GB and died; a temperature of 1e-300
-    blamed the weights for scores that were not finite."""
+    """--beam 100000 used to allocate 10 GB and die, and a temperature of 1e-300 to blame the weights
+    for scores that were not finite."""
     from aiayn.config import MAX_BEAM_SIZE, MIN_TEMPERATURE, SamplingConfig
 
     with pytest.raises(ConfigError, match=f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got 100000"):

@@ -1,4 +1,4 @@
-"""Every `aiayn ...` command that README.md and docs/ show exists, with every flag it shows (issue 37).
+"""Every `aiayn ...` command that README.md and docs/ show exists, with every flag it shows.
 
 Commands are read from fenced code blocks (a trailing backslash continues a line) and from inline
 code; each is checked against the real argument parser (`aiayn.cli.build_parser`), so the docs

@@ -1,6 +1,8 @@
 """User-facing text speaks of versions, dates, machines and commits, never of the project's work
-sessions, rounds or tracker items: README.md, BENCHMARKS.md, CHANGELOG.md, the docs, and every
-source file of the package (docstrings and comments, the static page) are read for such mentions."""
+sessions, rounds or tracker items: README.md, BENCHMARKS.md, CHANGELOG.md, the docs, every source
+file of the package (docstrings and comments, the static page), the benchmark scripts (whose
+docstrings are their --help) and the test suite are read for such mentions; this file, whose
+examples are deliberate, is not."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ SOURCE_SUFFIXES = {".py", ".cpp", ".h", ".html", ".js", ".css", ".yaml"}
 
 # Each pattern names one kind of mention. Mentions of other projects' trackers ("fairseq #308"),
 # measurement rounds ("best of 3 rounds", `--rounds 3`), HTTP or ONNX Runtime sessions, Python's
-# round() and u8 x s8 products are not matched.
+# round() and u8 x s8 products are not matched; a work branch is lower-case ("i39n's"), so a dtype name
+# ("**I32)") is not one.
 PATTERNS = {
     "a numbered work session": r"\bsessions?[- ]\d+",
     "a work session by reference": r"\b(?:this|that|same|previous|next|earlier|later|work(?:ing)?)"
@@ -30,7 +33,7 @@ PATTERNS = {
     "a tracker issue": r"\bissues? \d+|\bthe issue(?:'s)?\b|\bin the issue\b",
     "a tracker item": r"\bitems? \d+(?:-\d+)?\b",
     "a tracker number": r"(?<![\w&#/])#\d{1,5}\b(?![\w;'\]])",
-    "a work branch": r"\bi\d{2}[a-z]?\b(?= branch|'s|\))|\bmerg\w* (?:branch )?'?i\d{2}",
+    "a work branch": r"(?-i:\bi\d{2}[a-z]?\b)(?= branch|'s|\))|\bmerg\w* (?:branch )?'?i\d{2}",
 }
 # A number after one of these names is that project's issue, not this project's: "fairseq #308".
 OTHER_PROJECTS = {"fairseq", "pytorch", "torch", "transformers", "ctranslate2", "sentencepiece", "sacrebleu"}
@@ -39,12 +42,15 @@ KINDS = list(PATTERNS)
 
 
 def user_facing_files() -> list[Path]:
-    """README, BENCHMARKS and CHANGELOG, docs/ (pages and hooks), and the package's source files."""
+    """README, BENCHMARKS and CHANGELOG, docs/ (pages and hooks), the package's source files, and the
+    Python files of benchmarks/ and tests/ (all but this one)."""
     files = [ROOT / name for name in ("README.md", "BENCHMARKS.md", "CHANGELOG.md")]
     files += sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "docs" / "hooks.py"]
     src = ROOT / "src" / "aiayn"
     files += sorted(p for p in src.rglob("*") if p.suffix in SOURCE_SUFFIXES and "__pycache__" not in p.parts)
-    return [f for f in files if f.is_file()]
+    for folder in ("benchmarks", "tests"):
+        files += sorted(p for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts)
+    return [f for f in files if f.is_file() and f != Path(__file__).resolve()]
 
 
 def mentions(text: str) -> list[tuple[int, str, str]]:
@@ -79,6 +85,8 @@ def mentions(text: str) -> list[tuple[int, str, str]]:
         "items 6-11",
         "fixed by #53",
         "after merging i39n",
+        "the i39n branch",
+        "i38's tests",
     ],
 )
 def test_history_mentions_are_found(text):
@@ -103,6 +111,8 @@ def test_history_mentions_are_found(text):
         "schema.get('items', {})",
         "for key, value in d.items():",
         "an issue with the input",
+        "torch.tensor([5, -1], **I32))",
+        "I32's width",
     ],
 )
 def test_ordinary_words_are_not_mentions(text):

@@ -38,7 +38,7 @@ def test_a_write_that_fails_midway_leaves_the_old_file_whole(tmp_path, run_pytho
 
 
 def test_atomic_files_get_an_ordinary_files_mode(tmp_path):
-    """safetensors writes 0600 files: a model directory must be readable as its siblings are (item 9)."""
+    """safetensors writes 0600 files: a model directory must be readable as its siblings are."""
     import torch
     from safetensors.torch import save_file
 
@@ -89,7 +89,7 @@ def test_building_directory_replaces_whole_or_not_at_all(tmp_path):
 
 
 def test_a_linked_out_is_followed_and_the_link_kept(tmp_path):
-    """`prepare --force`, `export-hf` and `import-marian` with --out a symbolic link (issue 38 item 5)."""
+    """`prepare --force`, `export-hf` and `import-marian` with --out a symbolic link."""
     (tmp_path / "real").mkdir()
     (tmp_path / "real" / "old").write_text("0")
     link = tmp_path / "link"

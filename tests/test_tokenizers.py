@@ -41,8 +41,8 @@ def test_tokenizer_files_are_read_from_the_model_directory_only(toy_model_dir, t
 
 
 def test_another_models_tokenizer_is_refused_at_load(toy_model_dir, tmp_path, capsys):
-    """Issue 38 item 6: a larger or smaller spm.model loaded silently, then translate died with an
-    IndexError (or SentencePiece's OUT_OF_RANGE) and serve answered 500."""
+    """A larger or smaller spm.model used to load silently, then translate died with an IndexError
+    (or SentencePiece's OUT_OF_RANGE) and serve answered 500."""
     import json
 
     from aiayn.cli import main

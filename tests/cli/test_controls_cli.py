@@ -49,7 +49,7 @@ def test_a_short_prefix_file_is_a_one_line_error(toy_model_dir, tmp_path, capsys
 
 
 def test_a_longer_constraints_file_is_refused_before_the_model_loads(tmp_path, capsys, monkeypatch):
-    """Issue 38 item 13: the count was checked only after every line was translated."""
+    """The count of constraint lines used to be checked only after every line was translated."""
     from aiayn.decode.translator import Translator
 
     def no_model(*args, **kwargs):

@@ -129,8 +129,8 @@ TRICKY = ["Sr.", "e.g.", "¿Qué?", "«Hola»", '"Yes."', "(A)", "1.", "3", "日
 @pytest.mark.parametrize("seed", range(40))
 def test_the_bounds_found_without_splitting_hold_for_the_split(seed):
     """bounds(): the longest word and the characters besides spaces exactly, and no more unbroken
-    characters than the longest sentence that split_document finds (issue 38: the server refuses on
-    them before splitting, so a document they refuse is one the split would refuse too)."""
+    characters than the longest sentence that split_document finds (the server refuses on them
+    before splitting, so a document they refuse is one the split would refuse too)."""
     rng = random.Random(seed)
     text = " ".join(rng.choice(TRICKY) for _ in range(rng.randint(1, 400)))
     found, words = document.bounds(text), text.split()

@@ -194,7 +194,7 @@ def test_serve_with_a_draft(toy_model_dir, drafts, translator, monkeypatch, caps
 
 
 def test_a_windowed_model_is_refused_as_a_draft(toy_model_dir, tmp_path):
-    """Restricted self-attention (issue 40) keeps a ring buffer of one position a step, which the
+    """Restricted self-attention (attention_window) keeps a ring buffer of one position a step, which the
     teacher's pass over k + 1 positions cannot write: refused in one line, before any decoding."""
     windowed = build_toy_model_dir(tmp_path / "windowed", steps=0, attention_window=2, **SMALL)
     with pytest.raises(

@@ -111,7 +111,7 @@ def test_token_batches_pack_by_padded_size():
 
 
 def test_a_sentence_far_longer_than_the_training_ones_is_split_with_a_warning(translator):
-    """Issue 38 item 15: a model directory that records its longest training source (config.json's
+    """A model directory that records its longest training source (config.json's
     longest_source) translates a text over twice that in sentences, as an over-long text."""
     text = "el perro come. el gato bebe agua."
     n = len(translator.encode([text])[0])

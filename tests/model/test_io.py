@@ -133,7 +133,7 @@ def test_an_interrupted_rewrite_of_a_model_directory_leaves_whole_files(tmp_path
 
 
 def test_integer_weights_are_refused_at_load(tmp_path):
-    """Issue 38 item 10: int32 tensors used to load, cast, and translate garbage."""
+    """int32 tensors used to load, be cast, and translate garbage: refused now."""
     from safetensors.torch import load_file, save_file
 
     model = Transformer(ModelConfig(vocab_size=40, d_model=16, d_ff=32, n_heads=2, n_layers=1))

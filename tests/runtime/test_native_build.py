@@ -1,7 +1,7 @@
 """Building, caching and loading the native step's library (aiayn.runtime.native_build): built once
 and found again, warnings-clean, and nothing in the cache loaded unless its build recorded it.
 
-The cache tests build with a stand-in compiler that copies the library this session built (so they
+The cache tests build with a stand-in compiler that copies the library this test run built (so they
 take no compile): the cache key includes the compiler, so they get a cache directory of their own.
 """
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def copying_compiler(tmp_path, monkeypatch):
-    """CXX: a compiler that "builds" by copying this session's library to its -o; a cache of its own."""
+    """CXX: a compiler that "builds" by copying this test run's library to its -o; a cache of its own."""
     genuine = native_build.build()
     script = tmp_path / "cxx"
     script.write_text(

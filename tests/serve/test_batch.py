@@ -1,5 +1,5 @@
 """aiayn.serve.batch: a served text, its prefix and its constraints are tokenized once, and their ids
-travel with the batch item to the search and to the attention answer (issue 36 item 4)."""
+travel with the batch item to the search and to the attention answer."""
 
 from __future__ import annotations
 

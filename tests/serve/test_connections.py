@@ -1,6 +1,5 @@
 """aiayn.serve.connections against a real uvicorn server on loopback: a slow request head is cut off,
-connections past the cap close the oldest idle one, accept()'s resource errors are logged once
-(issue 38 item 2)."""
+connections past the cap close the oldest idle one, accept()'s resource errors are logged once."""
 
 from __future__ import annotations
 

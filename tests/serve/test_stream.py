@@ -1,5 +1,5 @@
 """POST /v1/translate/stream's document (aiayn.serve.stream): what no split brings within the limits
-is refused before splitting, and splitting runs off the event loop (issue 38 item 1)."""
+is refused before splitting, and splitting runs off the event loop."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def test_the_split_stops_as_soon_as_a_limit_is_past(client, monkeypatch, text, m
 
 
 def test_any_failure_of_a_sentence_is_an_error_event(caplog):
-    """Issue 38 item 6: a failure other than a client's or aiayn's own dropped the connection."""
+    """A failure other than a client's or aiayn's own used to drop the connection."""
 
     async def failing(items, options, costs):
         raise IndexError("index 90 is out of bounds")

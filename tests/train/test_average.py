@@ -1,5 +1,5 @@
 """`aiayn average` (aiayn.train.checkpoint.average_run): the model directory is swapped whole, and
-what a run's files say is checked before anything is allocated (issue 38 items 4 and 8)."""
+what a run's files say is checked before anything is allocated."""
 
 import json
 
@@ -63,7 +63,7 @@ def test_run_json_values_are_checked_as_config_values(run):
 
 
 def test_the_longest_training_source_reaches_the_model_directory(run, data_dir):
-    """Issue 38 item 15: run.json and the averaged model's config.json record the most source tokens
+    """run.json and the averaged model's config.json record the most source tokens
     (EOS included) of a training pair, counted here from the pairs themselves."""
     pairs = word_for_word(240, 1, REVERSED_LANGUAGE, (2, 9), reverse=True)  # write_data_dir's train split
     tokenizer = Tokenizer.load(data_dir / "spm.model")

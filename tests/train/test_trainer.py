@@ -201,7 +201,7 @@ def test_init_from_rejects_another_vocabulary(data_dir, tmp_path):
 
 
 def test_init_from_keeps_the_decoder_start(data_dir, tmp_path):
-    """A model whose decoder starts from a learned <s> (aiayn's before issue 21) is not fine-tuned as
+    """A model whose decoder starts from a learned <s> (aiayn's before the zero start) is not fine-tuned as
     one that starts from a zero vector, which would change its function; the message says what to set."""
     from aiayn.model.io import save_model_dir
 

@@ -281,7 +281,7 @@ def _state(path):
 
 
 def test_a_vision_model_given_to_a_text_command_says_what_it_is(tmp_path, capsys):
-    """Issue 38 item 14: translate, serve, export-hf and attention said `no "model" settings`."""
+    """translate, serve, export-hf and attention used to say `no "model" settings`."""
     from aiayn.model.io import load_model_dir
     from aiayn.vision.io import save_vision_model
 
