@@ -54,15 +54,30 @@ def user_facing_files() -> list[Path]:
 
 
 def mentions(text: str) -> list[tuple[int, str, str]]:
-    """(line number, kind, the words matched) of each mention in `text`."""
+    """(line number, kind, the words matched) of each mention in `text`, a mention broken across two
+    lines ("Session\n24's") counted at its first line."""
     found = []
-    for number, line in enumerate(text.splitlines(), 1):
-        for match in MENTION.finditer(line):
-            before = line[: match.start()].split()
-            if match.group(0).startswith("#") and before and before[-1].lower() in OTHER_PROJECTS:
-                continue
-            kind = KINDS[int(next(name for name, value in match.groupdict().items() if value)[1:])]
-            found.append((number, kind, match.group(0)))
+    lines = text.splitlines()
+    for number, line in enumerate(lines, 1):
+        found += _matches(number, line, 0)
+        if number < len(lines):  # only what spans the line break: the rest is each line's own
+            head = line.rstrip()
+            found += _matches(number, f"{head} {lines[number].lstrip()}", len(head) + 1)
+    return found
+
+
+def _matches(number: int, line: str, spanning: int) -> list[tuple[int, str, str]]:
+    """The mentions in `line`; with `spanning` > 0, only those that start before that column and end
+    after it (the joined form of two lines)."""
+    found = []
+    for match in MENTION.finditer(line):
+        if spanning and not match.start() < spanning - 1 < spanning < match.end():
+            continue
+        before = line[: match.start()].split()
+        if match.group(0).startswith("#") and before and before[-1].lower() in OTHER_PROJECTS:
+            continue
+        kind = KINDS[int(next(name for name, value in match.groupdict().items() if value)[1:])]
+        found.append((number, kind, match.group(0)))
     return found
 
 
@@ -70,6 +85,8 @@ def mentions(text: str) -> list[tuple[int, str, str]]:
     "text",
     [
         "Session 15's figures",
+        "in int8. Session\n24's search kernels",
+        "the figures of (issue\n38)",
         "in session 26 (BENCHMARKS.md)",
         "sessions 14-17",
         "this session's cache compaction",
