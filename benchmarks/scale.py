@@ -39,29 +39,30 @@ TYPES, EXPONENT, MEAN_WORDS, MAX_WORDS = 30_000, 1.1, 25, 220
 CHUNK = 100_000  # sentences generated and written at a time
 
 
-def _words(rng: np.random.Generator, count: int) -> np.ndarray:
-    """`count` word ids of a Zipfian vocabulary of TYPES types (ranks 0..TYPES-1)."""
+def _words(rng: np.random.Generator, count: int, types: int) -> np.ndarray:
+    """`count` word ids of a Zipfian vocabulary of `types` types (ranks 0..types-1)."""
     ranks = rng.zipf(EXPONENT, size=2 * count + 1000) - 1
-    ranks = ranks[ranks < TYPES]
+    ranks = ranks[ranks < types]
     while len(ranks) < count:  # rare: too many draws past the vocabulary
-        ranks = np.concatenate([ranks, _words(rng, count - len(ranks))])
+        ranks = np.concatenate([ranks, _words(rng, count - len(ranks), types)])
     return ranks[:count]
 
 
 def _side(rng: np.random.Generator, lengths: np.ndarray, vocab: np.ndarray) -> list[str]:
-    words = vocab[_words(rng, int(lengths.sum()))]
+    words = vocab[_words(rng, int(lengths.sum()), len(vocab))]
     ends = np.cumsum(lengths)
     return [" ".join(words[end - n : end]) for n, end in zip(lengths.tolist(), ends.tolist(), strict=True)]
 
 
-def write_corpus(prefix: Path, pairs: int, seed: int = 1) -> tuple[Path, Path]:
-    """prefix.src / prefix.tgt with `pairs` synthetic pairs (reused when complete)."""
+def write_corpus(prefix: Path, pairs: int, seed: int = 1, vocab: tuple | None = None) -> tuple[Path, Path]:
+    """prefix.src / prefix.tgt with `pairs` synthetic pairs (reused when complete); `vocab`: each
+    side's word types, most frequent first (default: TYPES pseudo-words a side, s0.. and t0..)."""
     src, tgt, done = prefix.with_suffix(".src"), prefix.with_suffix(".tgt"), prefix.with_suffix(".done")
     if done.exists():
         return src, tgt
     rng = np.random.default_rng(seed)
-    vocab_src = np.array([f"s{k}" for k in range(TYPES)], dtype=object)
-    vocab_tgt = np.array([f"t{k}" for k in range(TYPES)], dtype=object)
+    pseudo = [f"s{k}" for k in range(TYPES)], [f"t{k}" for k in range(TYPES)]
+    vocab_src, vocab_tgt = (np.array(words, dtype=object) for words in vocab or pseudo)
     with open(src, "w", encoding="utf-8") as fs, open(tgt, "w", encoding="utf-8") as ft:
         for start in range(0, pairs, CHUNK):
             n = min(CHUNK, pairs - start)
@@ -74,8 +75,15 @@ def write_corpus(prefix: Path, pairs: int, seed: int = 1) -> tuple[Path, Path]:
 
 
 def timed(command: list[str], log: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of one command in its own process (os.wait4's rusage: the
-    process itself, its threads included); its output into `log`; a failure ends the benchmark."""
+    """(wall seconds, peak RSS in MB) of one command in its own process (`measured`)."""
+    run = measured(command, log)
+    return run["wall_s"], run["rss_mb"]
+
+
+def measured(command: list[str], log: Path) -> dict[str, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS in MB of one command in its own process
+    (os.wait4's rusage: the process itself, its threads included); its output into `log`; a failure
+    ends the benchmark."""
     began = time.perf_counter()
     with open(log, "w") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
@@ -83,7 +91,7 @@ def timed(command: list[str], log: Path) -> tuple[float, float]:
     seconds = time.perf_counter() - began
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"failed ({log}):\n{log.read_text()[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024
+    return {"wall_s": seconds, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024}
 
 
 def disk_mb(folder: Path) -> float:

@@ -54,30 +54,25 @@ def user_facing_files() -> list[Path]:
 
 
 def mentions(text: str) -> list[tuple[int, str, str]]:
-    """(line number, kind, the words matched) of each mention in `text`, a mention broken across two
-    lines ("Session\n24's") counted at its first line."""
-    found = []
-    lines = text.splitlines()
+    """(line number, kind, the words matched) of each mention in `text`. Each line is read joined to
+    the next, so that a mention broken across two lines ("Session\n24's") is found, once, at the
+    line it starts on, and a lookahead sees what follows on the next line ("round 3\ntimes")."""
+    found, lines, skip = [], text.splitlines(), 0
     for number, line in enumerate(lines, 1):
-        found += _matches(number, line, 0)
-        if number < len(lines):  # only what spans the line break: the rest is each line's own
-            head = line.rstrip()
-            found += _matches(number, f"{head} {lines[number].lstrip()}", len(head) + 1)
-    return found
-
-
-def _matches(number: int, line: str, spanning: int) -> list[tuple[int, str, str]]:
-    """The mentions in `line`; with `spanning` > 0, only those that start before that column and end
-    after it (the joined form of two lines)."""
-    found = []
-    for match in MENTION.finditer(line):
-        if spanning and not match.start() < spanning - 1 < spanning < match.end():
-            continue
-        before = line[: match.start()].split()
-        if match.group(0).startswith("#") and before and before[-1].lower() in OTHER_PROJECTS:
-            continue
-        kind = KINDS[int(next(name for name, value in match.groupdict().items() if value)[1:])]
-        found.append((number, kind, match.group(0)))
+        head = line.rstrip()
+        following = lines[number] if number < len(lines) else ""
+        tail = following.lstrip()
+        joined, spill = (f"{head} {tail}" if tail else head), 0
+        for match in MENTION.finditer(joined):
+            if not skip <= match.start() < len(head):  # inside the last line's mention, or the next's
+                continue
+            before = (lines[number - 2].split()[-1:] if number > 1 else []) + line[: match.start()].split()
+            if match.group(0).startswith("#") and before and before[-1].lower() in OTHER_PROJECTS:
+                continue
+            kind = KINDS[int(next(name for name, value in match.groupdict().items() if value)[1:])]
+            found.append((number, kind, match.group(0)))
+            spill = max(spill, match.end() - len(head) - 1 + len(following) - len(tail))
+        skip = spill
     return found
 
 
@@ -87,6 +82,8 @@ def _matches(number: int, line: str, spanning: int) -> list[tuple[int, str, str]
         "Session 15's figures",
         "in int8. Session\n24's search kernels",
         "the figures of (issue\n38)",
+        "the i39n\nbranch",
+        "measured (s26\n, Zen 3)",
         "in session 26 (BENCHMARKS.md)",
         "sessions 14-17",
         "this session's cache compaction",
@@ -111,6 +108,13 @@ def test_history_mentions_are_found(text):
 
 
 @pytest.mark.parametrize(
+    "text", ["this\nsession 24", "after merging\ni39n's tests", "this session 24", "see issue 38\nitem 4"]
+)
+def test_a_mention_over_two_lines_is_counted_once(text):
+    assert len(mentions(text)) == len(mentions(text.replace("\n", " "))), mentions(text)
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "an HTTP session",
@@ -130,6 +134,8 @@ def test_history_mentions_are_found(text):
         "an issue with the input",
         "torch.tensor([5, -1], **I32))",
         "I32's width",
+        "round 3\ntimes",
+        "fairseq\n#308",
     ],
 )
 def test_ordinary_words_are_not_mentions(text):

@@ -1,4 +1,5 @@
-"""`aiayn prepare`: data directory layout, validation, filter counts, atomicity, idempotence."""
+"""`aiayn prepare`: data directory layout, validation, filter counts, atomicity, recipes, cleaning, workers
+(the out directory's reuse and --force: test_outdir.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The `aiayn` command line. Each subcommand is a small `_add_<name>` function that declares its
-arguments and a handler that calls typed library functions; no Namespace travels further.
+"""The `aiayn` command line. Each subcommand is an `add_<name>` function that declares its arguments
+and a handler that calls typed library functions; no Namespace travels further. The smaller
+commands are here (`_add_train`, `_add_evaluate`, ...), each larger one in its own module
+(`translate.add_translate`, `prepare.add_prepare`, `serve`, ...).
 
 Errors that a user can fix (`AiaynError`) print one line on stderr and exit with status 2.
 """

@@ -18,7 +18,7 @@ from aiayn.errors import AiaynError
 from aiayn.safe_io import building_directory, vacant
 
 # What `prepare` writes (DataDir's files): only these are replaced by --force
-OWN_FILES = re.compile(
+_OWN_FILES = re.compile(
     r"meta\.json|spm\.model|spm\.vocab|\w+\.(src|tgt)\.bin|\w+\.index\.npz|raw/\w+\.(src|tgt|tree)"
     r"|train\.corpus\.npy|cleaning/\w+\.(tsv|npy)|plan-cache/[^/]+"  # the trainer's (aiayn.data.plan_cache)
 )
@@ -57,7 +57,7 @@ def _check_out(out: Path, force: bool) -> bool:
 def _foreign_file(out: Path) -> Path | None:
     """The first file under `out` that `prepare` did not write, if any (--force would delete it)."""
     for path in sorted(out.rglob("*")):
-        if not (path.is_dir() or OWN_FILES.fullmatch(path.relative_to(out).as_posix())):
+        if not (path.is_dir() or _OWN_FILES.fullmatch(path.relative_to(out).as_posix())):
             return path
     return None
 
