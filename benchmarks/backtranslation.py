@@ -7,11 +7,11 @@ verses (a seeded sample of bible-es-en's train split), with and without back-tra
    ones lack: once sampled (the command's default) and once with beam 4 (`--modes`);
 3. Spanish -> English models train for the same `--steps` updates (the same update budget): one on
    the 3,000 pairs alone, and one a back-translation on a recipe of the 3,000 and its synthetic
-   pairs (weights 1);
+   pairs (weight 1; the real pairs `--real-weight`);
 4. each is scored on the Bible's test split (beam 4, sacreBLEU), and a table printed.
 
     python benchmarks/backtranslation.py [--out runs/backtranslation] [--pairs 3000] [--mono 20000]
-        [--steps 1000] [--reverse-steps 1000] [--modes sample,beam] [--limit N]
+        [--steps 1000] [--reverse-steps 1000] [--modes sample,beam] [--real-weight 1] [--limit N]
 
 `--limit` scores only the first N test pairs; with small `--pairs`, `--mono` and `--steps` it is a
 smoke run.
@@ -76,11 +76,12 @@ def back_translate(splits: dict, mono: list[str], args: argparse.Namespace) -> d
     return done
 
 
-def with_bt(forward: dict[str, PairFiles], bt: Path, out: Path) -> Path:
-    """OUT/with-bt.yaml: the real pairs and the synthetic ones, weight 1 each, the same valid/test."""
+def with_bt(forward: dict[str, PairFiles], bt: Path, out: Path, real_weight: float = 1.0) -> Path:
+    """OUT/with-bt.yaml: the real pairs (weight `real_weight`) and the synthetic ones (weight 1), the
+    same valid/test."""
     files = lambda f: {"src": str(f.src), "tgt": str(f.tgt)}  # noqa: E731
     sources = [
-        {"name": "real", **files(forward["train"])},
+        {"name": "real", "weight": real_weight, **files(forward["train"])},
         {"name": "bt", **files(PairFiles(bt / "bt.es", bt / "bt.en"))},
     ]
     body = {"src_lang": "es", "tgt_lang": "en", "sources": sources}
@@ -102,6 +103,7 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=1000, help="updates of each Spanish -> English model")
     p.add_argument("--reverse-steps", type=int, help="updates of the English -> Spanish model (--steps)")
     p.add_argument("--modes", default="sample,beam", help="back-translation by sampling, beam 4, or both")
+    p.add_argument("--real-weight", type=float, default=1.0, help="the real pairs' weight (synthetic: 1)")
     p.add_argument("--vocab-size", type=int, default=4000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--limit", type=int, help="score only the first N test pairs (smoke runs)")
@@ -113,7 +115,7 @@ def main() -> int:
         "parallel only": prepare(args.out / "data-parallel", SplitFiles(*forward.values()), **_sizes(args))
     }
     for mode, bt in bts.items():
-        recipe = load_recipe(with_bt(forward, bt, args.out))
+        recipe = load_recipe(with_bt(forward, bt, args.out, args.real_weight))
         datasets[f"+ back-translated ({mode})"] = prepare(
             args.out / f"data-{bt.name}", recipe, **_sizes(args)
         )
